@@ -1,0 +1,101 @@
+// The one place duet includes a vendor runtime header.
+//
+// Everything else in backends/ and kernels/ is written in CUDA spelling, so
+// hipify-perl translates it mechanically; for the HIP build this header maps
+// the CUDA names duet uses onto HIP's (as ggml-cuda's vendors/hip.h does),
+// so hipcc also compiles the same files directly.
+//
+// Exactly one of DUET_VENDOR_CUDA / DUET_VENDOR_HIP is defined by the build,
+// and DUET_NS names the namespace the backend's symbols live in (duet::cuda
+// or duet::hip), so one process can link both backends.
+#pragma once
+
+#if defined(DUET_VENDOR_CUDA) == defined(DUET_VENDOR_HIP)
+#error "define exactly one of DUET_VENDOR_CUDA and DUET_VENDOR_HIP"
+#endif
+
+#if defined(DUET_VENDOR_HIP)  // ------------------------------------ HIP
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+
+#define cudaError_t hipError_t
+#define cudaSuccess hipSuccess
+#define cudaErrorNoDevice hipErrorNoDevice
+#define cudaErrorInsufficientDriver hipErrorInsufficientDriver
+#define cudaErrorInvalidValue hipErrorInvalidValue
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetErrorName hipGetErrorName
+#define cudaGetLastError hipGetLastError
+#define cudaPeekAtLastError hipPeekAtLastError
+#define cudaGetDeviceCount hipGetDeviceCount
+#define cudaGetDevice hipGetDevice
+#define cudaSetDevice hipSetDevice
+#define cudaDeviceProp hipDeviceProp_t
+#define cudaGetDeviceProperties hipGetDeviceProperties
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaDeviceAttr hipDeviceAttribute_t
+#define cudaDevAttrMemoryClockRate hipDeviceAttributeMemoryClockRate
+#define cudaDevAttrMaxRegistersPerMultiprocessor hipDeviceAttributeMaxRegistersPerMultiprocessor
+#define cudaDevAttrMaxSharedMemoryPerMultiprocessor hipDeviceAttributeMaxSharedMemoryPerMultiprocessor
+#define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define cudaDevAttrReservedSharedMemoryPerBlock hipDeviceAttributeReservedSharedMemPerBlock
+#define cudaDevAttrMaxBlocksPerMultiprocessor hipDeviceAttributeMaxBlocksPerMultiProcessor
+#define cudaDriverGetVersion hipDriverGetVersion
+#define cudaRuntimeGetVersion hipRuntimeGetVersion
+#define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncGetAttributes hipFuncGetAttributes
+#define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define cudaStream_t hipStream_t
+#define cudaStreamCreate hipStreamCreate
+#define cudaStreamDestroy hipStreamDestroy
+#define cudaStreamSynchronize hipStreamSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventDestroy hipEventDestroy
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree
+#define cudaMemcpy hipMemcpy
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemset hipMemset
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMemGetInfo hipMemGetInfo
+#define cudaPointerAttributes hipPointerAttribute_t
+#define cudaPointerGetAttributes hipPointerGetAttributes
+#define cudaMemoryTypeDevice hipMemoryTypeDevice
+#define cudaMemoryTypeHost hipMemoryTypeHost
+// HIP 5.2 has only the mask-less shuffles; its wavefront is 32 or 64 lanes.
+#define __shfl_xor_sync(mask, var, lane_mask, width) __shfl_xor(var, lane_mask, width)
+
+namespace duet::vendor {
+inline constexpr const char* kName = "hip";
+// hipPointerAttribute_t names the field memoryType where CUDA says type.
+inline auto memory_type(const hipPointerAttribute_t& a) { return a.memoryType; }
+}  // namespace duet::vendor
+// HIP's warpSize is a constexpr fixed by the compiler per target
+// (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
+#define DUET_DEVICE_WARP_SIZE warpSize
+
+#else  // ------------------------------------------------------------ CUDA
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+
+namespace duet::vendor {
+inline constexpr const char* kName = "cuda";
+inline auto memory_type(const cudaPointerAttributes& a) { return a.type; }
+}  // namespace duet::vendor
+// Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
+// "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
+#define DUET_DEVICE_WARP_SIZE 32
+#endif
+
+// Full shuffle mask, wide enough for a 64-lane wavefront (ignored on HIP).
+#define DUET_FULL_MASK 0xffffffffu

@@ -1,0 +1,19 @@
+# The CUDA backend: backends/gpu and kernels/ compiled by nvcc into
+# namespace duet::cuda, linked with the static CUDA runtime so the library
+# runs where only the driver is installed.
+if(NOT CMAKE_CUDA_HOST_COMPILER)
+  set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+endif()
+# CMake 3.25 does not know nvcc 13's C++20 flag (CUDA_STANDARD 20 fails its
+# compiler check), so the standard is passed as a plain option below.
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+add_library(duet_cuda STATIC ${DUET_GPU_SOURCES})
+set_target_properties(duet_cuda PROPERTIES CUDA_ARCHITECTURES "${DUET_CUDA_ARCHITECTURES}"
+                                           CUDA_RUNTIME_LIBRARY Static CUDA_STANDARD 17)
+target_include_directories(duet_cuda PRIVATE ${DUET_BACKEND_INCLUDES})
+target_compile_definitions(duet_cuda PRIVATE DUET_VENDOR_CUDA DUET_NS=cuda
+                                             DUET_GPU_TARGETS="${DUET_CUDA_TARGETS_STRING}")
+target_compile_options(duet_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-fPIC>)
+target_link_libraries(duet_cuda PUBLIC duet_core CUDA::cudart_static)

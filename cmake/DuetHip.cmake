@@ -1,0 +1,38 @@
+# The HIP backend: the same backends/gpu and kernels/ sources compiled by
+# hipcc into namespace duet::hip.
+#
+# Why a custom compile rule and not enable_language(HIP): CMake 3.25's HIP
+# language support looks for <rocm root>/lib/cmake/hip-lang, which Debian's
+# ROCm 5.2 keeps under the multiarch folder, and it does not identify
+# Debian's clang++-15 as a HIP compiler. Driving hipcc directly, one object
+# per source with a depfile for header changes, works with any hipcc and
+# keeps the flags in one visible place.
+find_library(DUET_AMDHIP64 amdhip64 REQUIRED)
+set(_hip_out ${CMAKE_CURRENT_BINARY_DIR}/hip)
+file(MAKE_DIRECTORY ${_hip_out})
+set(_hip_flags -std=c++20 -O3 -fPIC -DDUET_VENDOR_HIP -DDUET_NS=hip
+               "-DDUET_GPU_TARGETS=\"${DUET_HIP_ARCHITECTURES}\"")
+foreach(_inc IN LISTS DUET_BACKEND_INCLUDES)
+  list(APPEND _hip_flags -I${_inc})
+endforeach()
+foreach(_arch IN LISTS DUET_HIP_ARCHITECTURES)
+  list(APPEND _hip_flags --offload-arch=${_arch})
+endforeach()
+set(DUET_HIP_FLAGS ${_hip_flags})
+
+set(_hip_objects)
+foreach(_src IN LISTS DUET_GPU_SOURCES)
+  get_filename_component(_name ${_src} NAME_WE)
+  set(_obj ${_hip_out}/${_name}.o)
+  add_custom_command(
+    OUTPUT ${_obj}
+    COMMAND ${DUET_HIPCC} ${_hip_flags} -MD -MF ${_obj}.d -c ${_src} -o ${_obj}
+    DEPENDS ${_src}
+    DEPFILE ${_obj}.d
+    COMMENT "hipcc ${_name}.cu (${DUET_HIP_ARCHITECTURES})"
+    VERBATIM)
+  list(APPEND _hip_objects ${_obj})
+endforeach()
+add_library(duet_hip STATIC ${_hip_objects})
+set_target_properties(duet_hip PROPERTIES LINKER_LANGUAGE CXX)
+target_link_libraries(duet_hip PUBLIC duet_core ${DUET_AMDHIP64})

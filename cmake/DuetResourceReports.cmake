@@ -1,0 +1,65 @@
+# Records, at build time, the resources the compilers report for every
+# kernel and target, so a plan for a device that is not present (a property
+# file) uses real register and shared-memory counts, not guesses:
+#   NVIDIA: ptxas -v (registers, static shared memory, stack frame)
+#   AMD:    clang -Rpass-analysis=kernel-resource-usage (VGPRs, AGPRs,
+#           SGPRs, scratch, LDS), one device-only compile per target, since
+#           the remarks do not name the target.
+# The reports are reduced to the lines that matter and embedded in the
+# library (runtime/src/kernel_resources.cpp parses them).
+set(_rep_dir ${CMAKE_CURRENT_BINARY_DIR}/resource_usage)
+file(MAKE_DIRECTORY ${_rep_dir})
+set(_reports)
+set(_launch_src ${CMAKE_CURRENT_SOURCE_DIR}/kernels/softmax_launch.cu)
+
+if(DUET_ENABLE_CUDA)
+  set(_nv_incs)
+  foreach(_inc IN LISTS DUET_BACKEND_INCLUDES)
+    list(APPEND _nv_incs -I${_inc})
+  endforeach()
+  foreach(_cc IN LISTS DUET_CUDA_ARCHITECTURES)
+    set(_rep ${_rep_dir}/cuda_sm_${_cc}.txt)
+    add_custom_command(
+      OUTPUT ${_rep}
+      COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'Compiling entry|Used [0-9]+ registers|stack frame' > ${_rep}"
+              ${CMAKE_CUDA_COMPILER} -std=c++20 -O3 -ccbin ${CMAKE_CXX_COMPILER} -DDUET_VENDOR_CUDA -DDUET_NS=cuda
+              ${_nv_incs} -arch=sm_${_cc} -cubin -Xptxas -v ${_launch_src} -o ${_rep}.cubin
+      DEPENDS ${_launch_src} duet_cuda
+      COMMENT "ptxas resource report for sm_${_cc}"
+      VERBATIM)
+    list(APPEND _reports "cuda|sm_${_cc}|${_rep}")
+  endforeach()
+endif()
+
+if(DUET_ENABLE_HIP)
+  set(_flags_no_arch ${DUET_HIP_FLAGS})
+  list(FILTER _flags_no_arch EXCLUDE REGEX "^--offload-arch=")
+  foreach(_arch IN LISTS DUET_HIP_ARCHITECTURES)
+    set(_rep ${_rep_dir}/hip_${_arch}.txt)
+    add_custom_command(
+      OUTPUT ${_rep}
+      COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'remark: +(Function Name|VGPRs|AGPRs|SGPRs|ScratchSize|LDS Size)' | sed -E 's/.*remark: +//; s/ \\[-Rpass-analysis.*//' > ${_rep}"
+              ${DUET_HIPCC} ${_flags_no_arch} --offload-arch=${_arch} --cuda-device-only
+              -Rpass-analysis=kernel-resource-usage -c ${_launch_src} -o ${_rep}.o
+      DEPENDS ${_launch_src} duet_hip
+      COMMENT "amdgpu resource report for ${_arch}"
+      VERBATIM)
+    list(APPEND _reports "hip|${_arch}|${_rep}")
+  endforeach()
+endif()
+
+set(DUET_RESOURCE_REPORTS_CPP ${CMAKE_CURRENT_BINARY_DIR}/recorded_reports.cpp)
+set(_report_files)
+foreach(_r IN LISTS _reports)
+  string(REPLACE "|" ";" _parts "${_r}")
+  list(GET _parts 2 _f)
+  list(APPEND _report_files ${_f})
+endforeach()
+string(REPLACE ";" "," _reports_arg "${_reports}")
+add_custom_command(
+  OUTPUT ${DUET_RESOURCE_REPORTS_CPP}
+  COMMAND ${CMAKE_COMMAND} "-DREPORTS=${_reports_arg}" -DOUT=${DUET_RESOURCE_REPORTS_CPP}
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_reports.cmake
+  DEPENDS ${_report_files} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_reports.cmake
+  COMMENT "embedding compiler resource reports"
+  VERBATIM)

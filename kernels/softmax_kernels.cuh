@@ -1,0 +1,467 @@
+// Persistent softmax kernels, written once in CUDA spelling.
+//
+// nvcc compiles this file as it is; hipcc compiles it through
+// backends/vendor/vendor.h, and hipify-perl would translate it mechanically
+// (runtime API and intrinsics only: no driver API, no inline PTX).
+//
+// Every kernel walks the rows with a grid-stride loop, so the planner sizes
+// the grid to what fits on the device at once (SMs x occupancy), as the
+// Triton fused-softmax tutorial does. All arithmetic is float32.
+//
+// Semantics follow torch.softmax / torch.log_softmax: the row maximum is
+// subtracted before exp; a NaN anywhere in a row makes the row NaN; +inf in a
+// row gives NaN (inf - inf); a row that is all -inf gives NaN (0/0).
+#pragma once
+
+#include "softmax_args.hpp"
+#include "softmax_variants.hpp"
+#include "vendor.h"
+
+namespace duet::DUET_NS::kernels {
+
+// ---------------------------------------------------------------- storage types
+// 16-bit floats are carried as raw bits and converted in registers, so the
+// same code builds against CUDA's and HIP's fp16 headers (which name their
+// bfloat16 types differently).
+struct alignas(2) f16_t { unsigned short bits; };
+struct alignas(2) bf16_t { unsigned short bits; };
+
+template <DType D> struct StorageOf;
+template <> struct StorageOf<DType::f32> { using type = float; };
+template <> struct StorageOf<DType::f16> { using type = f16_t; };
+template <> struct StorageOf<DType::bf16> { using type = bf16_t; };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(f16_t v) { return __half2float(__ushort_as_half(v.bits)); }
+__device__ __forceinline__ float to_float(bf16_t v) { return __uint_as_float(unsigned(v.bits) << 16); }
+
+template <class T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16_t from_float<f16_t>(float v) {
+  return f16_t{__half_as_ushort(__float2half_rn(v))};
+}
+template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float v) {
+  // Round to nearest even; NaN stays a quiet NaN.
+  unsigned u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{static_cast<unsigned short>((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16_t{static_cast<unsigned short>(u >> 16)};
+}
+
+// VEC elements moved as one access (16 bytes for the vector paths).
+template <class T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// ---------------------------------------------------------------- math
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// exp(x - m) as exp2((x - m) * log2 e): one subtraction, one multiply, and
+// the hardware exp2 (ex2.approx on NVIDIA, v_exp_f32 on AMD), whose float32
+// accuracy (2 ulp) is what PyTorch's own kernels get from expf.
+__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f((x - m) * kLog2e); }
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  static constexpr float kIdentity = kNegInf;
+};
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  static constexpr float kIdentity = 0.0f;
+};
+
+// Butterfly reduction over WIDTH consecutive lanes (WIDTH a power of two no
+// larger than the wavefront); every lane gets the result.
+template <int WIDTH, class R>
+__device__ __forceinline__ float group_reduce(float v, R op) {
+#pragma unroll
+  for (int offset = WIDTH / 2; offset > 0; offset /= 2)
+    v = op(v, __shfl_xor_sync(DUET_FULL_MASK, v, offset, WIDTH));
+  return v;
+}
+
+// Largest number of warps a block can hold: 1024 threads / the smallest
+// warp (32 lanes). A 64-lane wavefront uses half of it.
+constexpr int kMaxWarpsPerBlock = 1024 / 32;
+
+// Block-wide reduction; every thread gets the result. `scratch` must not be
+// in use by the previous reduction of the same block: callers alternate two
+// buffers, so the barrier inside one reduction also protects the buffer the
+// one before it read.
+template <class R>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, R op) {
+  constexpr int W = DUET_DEVICE_WARP_SIZE;
+  v = group_reduce<W>(v, op);
+  const int lane = threadIdx.x % W;
+  const int warp = threadIdx.x / W;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + W - 1) / W;
+  v = lane < warps ? scratch[lane] : R::kIdentity;
+  return group_reduce<W>(v, op);
+}
+
+// Combine online-softmax pairs (max m, sum s of exp(x - m)). A part with no
+// finite contribution (m = -inf) contributes 0, so -inf entries never make
+// NaN by themselves; +inf and NaN still propagate as in torch.
+__device__ __forceinline__ float rescale(float s, float m, float m_new) {
+  return m == kNegInf ? 0.0f : s * exp_shifted(m, m_new);
+}
+
+// ---------------------------------------------------------------- element ops
+// Forward output of one element given the row max m and the row sum s
+// (inv_s = 1/s, log_s = log s).
+__device__ __forceinline__ float forward_value(float x, float m, float inv_s, float log_s, int log) {
+  return log ? (x - m) - log_s : exp_shifted(x, m) * inv_s;
+}
+// Backward: softmax dx = y (dy - sum(dy y)); log_softmax dx = dy - exp(y) sum(dy).
+__device__ __forceinline__ float backward_term(float y, float dy, int log) { return log ? dy : dy * y; }
+__device__ __forceinline__ float backward_value(float y, float dy, float sum, int log) {
+  return log ? dy - exp2f(y * kLog2e) * sum : y * (dy - sum);
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ const Pack<T, VEC>* row_ptr(const void* base, std::int64_t row, std::int64_t stride) {
+  return reinterpret_cast<const Pack<T, VEC>*>(static_cast<const T*>(base) + row * stride);
+}
+template <class T, int VEC>
+__device__ __forceinline__ Pack<T, VEC>* row_ptr(void* base, std::int64_t row, std::int64_t stride) {
+  return reinterpret_cast<Pack<T, VEC>*>(static_cast<T*>(base) + row * stride);
+}
+
+// ---------------------------------------------------------------- group_rows
+// GROUP threads (1..32, a power of two) own a row; each keeps VPT vectors of
+// VEC elements in registers, so a row of up to GROUP*VPT*VEC elements is read
+// and written exactly once. Reductions are shuffles within the group.
+template <class T, int VEC, int GROUP, int VPT, bool BWD>
+__global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs a) {
+  using P = Pack<T, VEC>;
+  constexpr int kRowsPerBlock = kGroupRowsBlock / GROUP;
+  const int lane = threadIdx.x % GROUP;
+  const int slot = threadIdx.x / GROUP;
+  const std::int64_t nvec = a.cols / VEC;
+  // The loop bound is uniform across the block, so whole warps stay
+  // converged for the shuffles even when the last rows run out.
+  for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < a.rows;
+       base += std::int64_t(gridDim.x) * kRowsPerBlock) {
+    const std::int64_t row = base + slot;
+    const bool row_ok = row < a.rows;
+    const P* xr = row_ptr<T, VEC>(a.x, row_ok ? row : 0, a.x_stride);
+    P x[VPT];
+    P g[BWD ? VPT : 1];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const std::int64_t vi = std::int64_t(j) * GROUP + lane;
+      if (row_ok && vi < nvec) {
+        x[j] = xr[vi];
+        if constexpr (BWD) g[j] = row_ptr<T, VEC>(a.dy, row, a.dy_stride)[vi];
+      }
+    }
+    auto valid = [&](int j) { return row_ok && std::int64_t(j) * GROUP + lane < nvec; };
+    P* orow = row_ptr<T, VEC>(a.out, row_ok ? row : 0, a.out_stride);
+    if constexpr (!BWD) {
+      float m = kNegInf;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+      m = group_reduce<GROUP>(m, MaxOp{});
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+      s = group_reduce<GROUP>(s, SumOp{});
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), m, inv_s, log_s, a.log));
+          orow[std::int64_t(j) * GROUP + lane] = o;
+        }
+    } else {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
+      s = group_reduce<GROUP>(s, SumOp{});
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
+          orow[std::int64_t(j) * GROUP + lane] = o;
+        }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- block_row
+// One block per row. Thread t keeps vectors t, t+T, ..., t+(VPT-1)T in
+// registers and the next a.smem_vecs vectors in its own slots of dynamic
+// shared memory (slot k of thread t at k*T + t: consecutive threads touch
+// consecutive 16-byte words, so no bank conflicts and no barrier: a thread
+// only ever reads back what it wrote itself).
+template <class T, int VEC, int VPT, bool BWD>
+__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
+  using P = Pack<T, VEC>;
+  extern __shared__ float4 dynamic_smem[];
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  const int spill = a.smem_vecs;
+  P* spill_x = reinterpret_cast<P*>(dynamic_smem);
+  P* spill_g = spill_x + std::int64_t(spill) * nt;
+  const std::int64_t nvec = a.cols / VEC;
+  const std::int64_t reg_vecs = std::int64_t(VPT) * nt;
+
+  for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride);
+    const P* gr = BWD ? row_ptr<T, VEC>(a.dy, row, a.dy_stride) : nullptr;
+    P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride);
+    P x[VPT];
+    P g[BWD ? VPT : 1];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const std::int64_t vi = std::int64_t(j) * nt + tid;
+      if (vi < nvec) {
+        x[j] = xr[vi];
+        if constexpr (BWD) g[j] = gr[vi];
+      }
+    }
+    // Spilled part: SPILL_BATCH loads in flight before the shared stores
+    // (two for backward, which carries two tensors, to stay off local memory).
+    constexpr int SPILL_BATCH = BWD ? 2 : 4;
+    for (int k0 = 0; k0 < spill; k0 += SPILL_BATCH) {
+      P t[SPILL_BATCH];
+      P u[BWD ? SPILL_BATCH : 1];
+#pragma unroll
+      for (int k = 0; k < SPILL_BATCH; ++k) {
+        const std::int64_t vi = reg_vecs + std::int64_t(k0 + k) * nt + tid;
+        if (k0 + k < spill && vi < nvec) {
+          t[k] = xr[vi];
+          if constexpr (BWD) u[k] = gr[vi];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < SPILL_BATCH; ++k)
+        if (k0 + k < spill) {
+          spill_x[std::int64_t(k0 + k) * nt + tid] = t[k];
+          if constexpr (BWD) spill_g[std::int64_t(k0 + k) * nt + tid] = u[k];
+        }
+    }
+    auto reg_valid = [&](int j) { return std::int64_t(j) * nt + tid < nvec; };
+    auto spill_valid = [&](int k) { return reg_vecs + std::int64_t(k) * nt + tid < nvec; };
+
+    if constexpr (!BWD) {
+      float m = kNegInf;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+      for (int k = 0; k < spill && spill_valid(k); ++k) {
+        const P p = spill_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(p.v[e]));
+      }
+      m = block_reduce(m, scratch[0], MaxOp{});
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+      for (int k = 0; k < spill && spill_valid(k); ++k) {
+        const P p = spill_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(p.v[e]), m);
+      }
+      s = block_reduce(s, scratch[1], SumOp{});
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), m, inv_s, log_s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
+        }
+      for (int k = 0; k < spill && spill_valid(k); ++k) {
+        const P p = spill_x[std::int64_t(k) * nt + tid];
+        P o;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(forward_value(to_float(p.v[e]), m, inv_s, log_s, a.log));
+        orow[reg_vecs + std::int64_t(k) * nt + tid] = o;
+      }
+    } else {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
+      for (int k = 0; k < spill && spill_valid(k); ++k) {
+        const P p = spill_x[std::int64_t(k) * nt + tid];
+        const P q = spill_g[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s += backward_term(to_float(p.v[e]), to_float(q.v[e]), a.log);
+      }
+      // One reduction per row here, so alternate buffers across rows.
+      s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
+        }
+      for (int k = 0; k < spill && spill_valid(k); ++k) {
+        const P p = spill_x[std::int64_t(k) * nt + tid];
+        const P q = spill_g[std::int64_t(k) * nt + tid];
+        P o;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(backward_value(to_float(p.v[e]), to_float(q.v[e]), s, a.log));
+        orow[reg_vecs + std::int64_t(k) * nt + tid] = o;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- split_row
+// Work item i is chunk i % chunks_per_row of row i / chunks_per_row.
+// Pass 1 reduces each chunk to an online-softmax pair (forward: max and sum
+// of exp(x - max); backward: the sum only); pass 2 combines a row's pairs
+// (they sit in L2) and writes its chunk.
+template <class T, int VEC, int INFLIGHT, bool BWD>
+__global__ void __launch_bounds__(kSplitRowBlock) split_row_partial_kernel(SoftmaxArgs a) {
+  using P = Pack<T, VEC>;
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  const std::int64_t items = a.rows * a.chunks_per_row;
+  const std::int64_t nvec = a.cols / VEC;
+  const std::int64_t chunk_vecs = a.chunk_elems / VEC;
+  for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const std::int64_t row = item / a.chunks_per_row;
+    const std::int64_t begin = (item % a.chunks_per_row) * chunk_vecs;
+    const std::int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
+    const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride);
+    const P* gr = BWD ? row_ptr<T, VEC>(a.dy, row, a.dy_stride) : nullptr;
+    float m = kNegInf;
+    float s = 0.0f;
+    for (std::int64_t v0 = begin + threadIdx.x; v0 < end; v0 += std::int64_t(INFLIGHT) * blockDim.x) {
+      P x[INFLIGHT];
+      P g[BWD ? INFLIGHT : 1];
+#pragma unroll
+      for (int k = 0; k < INFLIGHT; ++k) {
+        const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
+        if (vi < end) {
+          x[k] = xr[vi];
+          if constexpr (BWD) g[k] = gr[vi];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < INFLIGHT; ++k) {
+        if (v0 + std::int64_t(k) * blockDim.x >= end) break;
+        if constexpr (BWD) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[k].v[e]), to_float(g[k].v[e]), a.log);
+        } else {
+          float vm = kNegInf;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) vm = fmaxf(vm, to_float(x[k].v[e]));
+          const float m_new = fmaxf(m, vm);
+          s = rescale(s, m, m_new);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float xe = to_float(x[k].v[e]);
+            s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
+          }
+          m = m_new;
+        }
+      }
+    }
+    // Two reductions per item: the buffers alternate within an item, and the
+    // barrier of the second protects the first buffer for the next item.
+    if constexpr (!BWD) {
+      const float m_blk = block_reduce(m, scratch[0], MaxOp{});
+      s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
+      m = m_blk;
+    } else {
+      s = block_reduce(s, scratch[item / gridDim.x % 2], SumOp{});
+    }
+    if (threadIdx.x == 0) {
+      a.partials[2 * item] = m;
+      a.partials[2 * item + 1] = s;
+    }
+  }
+}
+
+template <class T, int VEC, int INFLIGHT, bool BWD>
+__global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(SoftmaxArgs a) {
+  using P = Pack<T, VEC>;
+  const std::int64_t items = a.rows * a.chunks_per_row;
+  const std::int64_t nvec = a.cols / VEC;
+  const std::int64_t chunk_vecs = a.chunk_elems / VEC;
+  for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const std::int64_t row = item / a.chunks_per_row;
+    const std::int64_t begin = (item % a.chunks_per_row) * chunk_vecs;
+    const std::int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
+    // Every thread combines the row's pairs itself: a few L2 reads, no barrier.
+    const float* pr = a.partials + 2 * row * a.chunks_per_row;
+    float m = kNegInf;
+    float s = 0.0f;
+    if constexpr (!BWD) {
+      for (int c = 0; c < a.chunks_per_row; ++c) m = fmaxf(m, pr[2 * c]);
+      for (int c = 0; c < a.chunks_per_row; ++c) s += rescale(pr[2 * c + 1], pr[2 * c], m);
+    } else {
+      for (int c = 0; c < a.chunks_per_row; ++c) s += pr[2 * c + 1];
+    }
+    const float inv_s = 1.0f / s;
+    const float log_s = logf(s);
+    const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride);
+    const P* gr = BWD ? row_ptr<T, VEC>(a.dy, row, a.dy_stride) : nullptr;
+    P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride);
+    for (std::int64_t v0 = begin + threadIdx.x; v0 < end; v0 += std::int64_t(INFLIGHT) * blockDim.x) {
+      P x[INFLIGHT];
+      P g[BWD ? INFLIGHT : 1];
+#pragma unroll
+      for (int k = 0; k < INFLIGHT; ++k) {
+        const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
+        if (vi < end) {
+          x[k] = xr[vi];
+          if constexpr (BWD) g[k] = gr[vi];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < INFLIGHT; ++k) {
+        const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
+        if (vi >= end) break;
+        P o;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          if constexpr (BWD)
+            o.v[e] = from_float<T>(backward_value(to_float(x[k].v[e]), to_float(g[k].v[e]), s, a.log));
+          else
+            o.v[e] = from_float<T>(forward_value(to_float(x[k].v[e]), m, inv_s, log_s, a.log));
+        }
+        orow[vi] = o;
+      }
+    }
+  }
+}
+
+}  // namespace duet::DUET_NS::kernels

@@ -1,0 +1,115 @@
+// One kernel instantiation per catalogue entry, and the launch of an entry.
+// Compiled once per vendor (nvcc, hipcc), into namespace duet::DUET_NS.
+#include <array>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "gpu_check.hpp"
+#include "backend_api.hpp"
+#include "softmax_kernels.cuh"
+
+namespace duet::DUET_NS {
+namespace {
+
+using KernelFn = void (*)(SoftmaxArgs);
+
+struct KernelPair {
+  KernelFn main;
+  KernelFn finalize;  // split_row only
+};
+
+template <int I>
+constexpr KernelPair make_entry() {
+  constexpr Variant v = kCatalogue[I];
+  using T = typename kernels::StorageOf<v.dtype>::type;
+  if constexpr (v.strategy == Strategy::group_rows) {
+    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.backward>, nullptr};
+  } else if constexpr (v.strategy == Strategy::block_row) {
+    return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+  } else {
+    return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
+            &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
+  }
+}
+
+template <int... I>
+constexpr std::array<KernelPair, sizeof...(I)> make_table(std::integer_sequence<int, I...>) {
+  return {make_entry<I>()...};
+}
+
+const std::array<KernelPair, kVariantCount>& kernel_table() {
+  static const auto table = make_table(std::make_integer_sequence<int, kVariantCount>{});
+  return table;
+}
+
+KernelFn pick(int variant, bool finalize) {
+  if (variant < 0 || variant >= kVariantCount)
+    throw Error(Status::invalid_argument, "kernel variant " + std::to_string(variant) + " is not in the catalogue");
+  const KernelPair& k = kernel_table()[variant];
+  if (finalize && k.finalize == nullptr)
+    throw Error(Status::invalid_argument, variant_name(kCatalogue[variant]) + " has no finalize kernel");
+  return finalize ? k.finalize : k.main;
+}
+
+// The dynamic shared-memory limit a kernel was last raised to, per device:
+// raising it is a vendor call we make once, not on every launch.
+std::mutex g_smem_mutex;
+std::array<std::array<std::int64_t, kVariantCount>, 64> g_smem_limit{};
+
+}  // namespace
+
+KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize) {
+  const KernelFn fn = pick(variant, finalize);
+  DeviceGuard guard(ordinal);
+  cudaFuncAttributes attr{};
+  DUET_GPU_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
+  KernelAttributes out;
+  out.name = variant_name(kCatalogue[variant]) + (finalize ? ".finalize" : "");
+  out.regs_per_thread = attr.numRegs;
+  out.static_smem_bytes = static_cast<std::int64_t>(attr.sharedSizeBytes);
+  out.local_bytes_per_thread = static_cast<std::int64_t>(attr.localSizeBytes);
+  out.max_threads_per_block = attr.maxThreadsPerBlock;
+  out.source = std::string(vendor::kName) + "FuncGetAttributes";
+  return out;
+}
+
+int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {
+  const KernelFn fn = pick(variant, finalize);
+  DeviceGuard guard(ordinal);
+  if (dynamic_smem > 48 * 1024)
+    DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)));
+  int blocks = 0;
+  DUET_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, static_cast<size_t>(dynamic_smem)));
+  return blocks;
+}
+
+void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry& geometry,
+                    const LaunchGeometry& finalize_geometry, void* stream) {
+  const Variant& v = kCatalogue[variant];
+  DeviceGuard guard(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto launch_one = [&](bool finalize, const LaunchGeometry& g) {
+    const KernelFn fn = pick(variant, finalize);
+    if (g.dynamic_smem > 48 * 1024) {
+      // Blocks past 48 KiB of dynamic shared memory need an explicit opt-in
+      // (CUDA C Programming Guide, "Shared Memory"; HIP accepts the call).
+      std::lock_guard<std::mutex> lock(g_smem_mutex);
+      auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
+      if (limit < g.dynamic_smem) {
+        DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(g.dynamic_smem)));
+        limit = g.dynamic_smem;
+      }
+    }
+    fn<<<dim3(static_cast<unsigned>(g.grid)), dim3(static_cast<unsigned>(g.block)),
+         static_cast<size_t>(g.dynamic_smem), s>>>(args);
+    DUET_GPU_CHECK(cudaGetLastError());
+  };
+  launch_one(false, geometry);
+  if (v.strategy == Strategy::split_row) launch_one(true, finalize_geometry);
+}
+
+}  // namespace duet::DUET_NS

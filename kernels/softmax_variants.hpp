@@ -1,0 +1,102 @@
+// The catalogue of compiled softmax kernel variants: plain data, shared by
+// the vendor backends (which instantiate one kernel per entry) and the
+// vendor-free planner (which picks an entry for a shape). No vendor header.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace duet {
+
+enum class DType : int { f32 = 0, f16 = 1, bf16 = 2 };
+enum class Op : int { softmax = 0, log_softmax = 1 };
+
+constexpr int dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+// Elements in one 16-byte vector access.
+constexpr int dtype_vec16(DType d) { return 16 / dtype_size(d); }
+
+enum class Strategy : int {
+  // THREADS_PER_ROW (1..32) threads hold a row in registers; several rows
+  // per warp; reductions by warp shuffles only (no barrier).
+  group_rows = 0,
+  // One block per row; the row sits in registers (VECS_PER_THREAD vectors a
+  // thread) and, past that, in dynamic shared memory up to the opt-in limit.
+  block_row = 1,
+  // Rows too wide for one block's on-chip memory: each block reduces a chunk
+  // of a row to a running (max, sum) pair (online softmax), a second kernel
+  // combines a row's pairs and writes the chunk. Reads twice, writes once.
+  split_row = 2,
+};
+
+struct Variant {
+  Strategy strategy;
+  DType dtype;
+  bool backward;
+  int vec;          // elements per memory access: 16/sizeof(T), or 1 (scalar path)
+  int group;        // group_rows: threads per row; otherwise 0
+  int vpt;          // vectors each thread keeps in registers (split_row: loads in flight)
+};
+
+// Block size of group_rows and split_row kernels (block_row chooses its own).
+inline constexpr int kGroupRowsBlock = 128;
+inline constexpr int kSplitRowBlock = 512;
+inline constexpr int kBlockRowMaxThreads = 1024;
+
+// Shapes of the group_rows family: (threads per row, vectors per thread).
+inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
+    {1, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}, {32, 1}, {32, 2}, {32, 4}, {32, 8}}};
+// Vectors per thread the block_row family keeps in registers. 1024-thread
+// blocks cap a thread at 64 registers; 8 vectors (32 registers of data) spilled
+// in the 16-bit kernels (ptxas -v, sm_90), and 1024 x 4 vectors already hold
+// 16384 floats, past which shared memory takes the rest. Backward keeps two
+// tensors and spilled at 4.
+inline constexpr std::array<int, 3> kBlockVpt{1, 2, 4};
+inline constexpr std::array<int, 2> kBlockVptBackward{1, 2};
+
+constexpr int count_variants() {
+  int n = 0;
+  for (int d = 0; d < 3; ++d)
+    for (int bwd = 0; bwd < 2; ++bwd)
+      for (int v = 0; v < 2; ++v)
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 1;
+  return n;
+}
+inline constexpr int kVariantCount = count_variants();
+
+// Every variant, in a fixed order: dtype, direction, vector width, strategy.
+constexpr std::array<Variant, kVariantCount> make_catalogue() {
+  std::array<Variant, kVariantCount> out{};
+  int i = 0;
+  for (int d = 0; d < 3; ++d)
+    for (int bwd = 0; bwd < 2; ++bwd)
+      for (int v = 0; v < 2; ++v) {
+        const DType dt = static_cast<DType>(d);
+        const int vec = v == 0 ? dtype_vec16(dt) : 1;
+        for (const auto& g : kGroupShapes)
+          out[i++] = Variant{Strategy::group_rows, dt, bwd != 0, vec, g[0], g[1]};
+        if (bwd)
+          for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt};
+        else
+          for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
+        out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
+      }
+  return out;
+}
+inline constexpr std::array<Variant, kVariantCount> kCatalogue = make_catalogue();
+
+constexpr int find_variant(const Variant& want) {
+  for (int i = 0; i < kVariantCount; ++i) {
+    const Variant& v = kCatalogue[i];
+    if (v.strategy == want.strategy && v.dtype == want.dtype && v.backward == want.backward &&
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt)
+      return i;
+  }
+  return -1;
+}
+
+std::string to_string(DType d);
+std::string to_string(Strategy s);
+std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2>"
+
+}  // namespace duet

@@ -1,0 +1,78 @@
+// Devices across every built backend (CUDA, HIP, host), with properties
+// queried once per device and cached (thread-safe).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "duet/device_props.hpp"
+
+namespace duet {
+
+class Device {
+ public:
+  Device(BackendKind backend, int ordinal) : backend_(backend), ordinal_(ordinal) {}
+  BackendKind backend() const noexcept { return backend_; }
+  int ordinal() const noexcept { return ordinal_; }
+  bool is_gpu() const noexcept { return backend_ != BackendKind::host; }
+  // Cached after the first call; throws duet::Error(no_device) if absent.
+  const DeviceProps& props() const;
+  std::string label() const;  // "cuda:0", "hip:1", "host:0"
+  bool operator==(const Device& o) const noexcept { return backend_ == o.backend_ && ordinal_ == o.ordinal_; }
+
+ private:
+  BackendKind backend_;
+  int ordinal_;
+};
+
+// Every device of every built backend: GPUs first (CUDA, then HIP), the host last.
+std::vector<Device> devices();
+// GPUs only; 0 without a driver or device, never an error.
+int gpu_count() noexcept;
+// A device by backend and ordinal; throws duet::Error(no_device) if absent
+// and duet::Error(unsupported) if that backend is not built.
+Device device(BackendKind backend, int ordinal);
+// Parses "cuda:0", "hip:1", "host"; throws duet::Error(invalid_argument).
+Device device(const std::string& label);
+// The first GPU, else the host.
+Device default_device();
+
+// Backends compiled into this library, with their versions and targets.
+struct BackendInfo {
+  BackendKind kind;
+  int device_count;
+  int runtime_version;
+  int driver_version;
+  std::string targets;           // "sm_80;sm_90", "gfx908;gfx90a;..."
+  std::string no_device_reason;  // why no device was found, if none
+};
+std::vector<BackendInfo> backend_info();
+
+// RAII memory on a device (plain cudaMalloc / hipMalloc; host: aligned malloc).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Device& dev, std::size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return bytes_; }
+  void upload(const void* host, std::size_t bytes, std::size_t offset = 0);
+  void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
+  void fill(int byte_value);
+
+ private:
+  Device device_{BackendKind::host, 0};
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Waits for all work on `stream` (nullptr: the whole device).
+void synchronize(const Device& dev, void* stream = nullptr);
+
+}  // namespace duet

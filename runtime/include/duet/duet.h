@@ -1,0 +1,68 @@
+/* duet C ABI: the softmax family on raw device pointers, for other
+ * languages (Python's ctypes, Rust, ...). No exception crosses it: every
+ * call returns a status, and duet_last_error() gives the message of the last
+ * failure on the calling thread. */
+#ifndef DUET_DUET_H
+#define DUET_DUET_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DUET_API __attribute__((visibility("default")))
+#else
+#define DUET_API
+#endif
+
+typedef enum duet_status_t {
+  DUET_SUCCESS = 0,
+  DUET_ERROR_INVALID_ARGUMENT = 1,
+  DUET_ERROR_NO_DEVICE = 2,
+  DUET_ERROR_UNSUPPORTED = 3,
+  DUET_ERROR_OUT_OF_MEMORY = 4,
+  DUET_ERROR_VENDOR = 5,
+  DUET_ERROR_IO = 6,
+  DUET_ERROR_PARSE = 7,
+  DUET_ERROR_INTERNAL = 8
+} duet_status_t;
+
+typedef enum duet_dtype_t { DUET_F32 = 0, DUET_F16 = 1, DUET_BF16 = 2 } duet_dtype_t;
+typedef enum duet_backend_t { DUET_BACKEND_HOST = 0, DUET_BACKEND_CUDA = 1, DUET_BACKEND_HIP = 2 } duet_backend_t;
+
+typedef struct duet_device_t {
+  duet_backend_t backend;
+  int ordinal;
+} duet_device_t;
+
+DUET_API const char* duet_version(void);
+DUET_API const char* duet_status_string(duet_status_t status);
+/* Message of the last failed call on this thread ("" if none). */
+DUET_API const char* duet_last_error(void);
+
+/* All devices of all built backends, GPUs first, the host last. */
+DUET_API duet_status_t duet_device_count(int* count);
+DUET_API duet_status_t duet_get_device(int index, duet_device_t* device);
+/* The device whose memory holds `ptr` (DUET_BACKEND_HOST if none). */
+DUET_API duet_status_t duet_device_of_pointer(const void* ptr, duet_device_t* device);
+
+/* Strides are in elements; stream is a cudaStream_t / hipStream_t or NULL. */
+DUET_API duet_status_t duet_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                    const void* x, int64_t x_stride, void* y, int64_t y_stride, void* stream);
+DUET_API duet_status_t duet_log_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                        const void* x, int64_t x_stride, void* y, int64_t y_stride, void* stream);
+DUET_API duet_status_t duet_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                             const void* y, int64_t y_stride, const void* dy, int64_t dy_stride,
+                                             void* dx, int64_t dx_stride, void* stream);
+DUET_API duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows,
+                                                 int64_t cols, const void* y, int64_t y_stride, const void* dy,
+                                                 int64_t dy_stride, void* dx, int64_t dx_stride, void* stream);
+/* Waits for `stream` (NULL: the whole device). */
+DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DUET_DUET_H */

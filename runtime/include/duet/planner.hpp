@@ -1,0 +1,64 @@
+// The launch planner: from a device's properties, a shape, and the compiled
+// kernels' attributes, pick the kernel variant and the persistent grid.
+//
+// Strategy by row length (vectors of 16 bytes per row, nv):
+//   nv <= 256                 group_rows: 1..32 threads a row, in registers
+//   fits one block on chip    block_row: registers, then shared memory
+//   wider                     split_row: chunks, online (max, sum), two kernels
+// The grid is SMs x blocks per SM (exact occupancy model), capped by the
+// work, as in the Triton fused-softmax tutorial.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "duet/device_props.hpp"
+#include "duet/occupancy.hpp"
+#include "softmax_args.hpp"
+#include "softmax_variants.hpp"
+
+namespace duet {
+
+struct SoftmaxShape {
+  DType dtype = DType::f32;
+  bool backward = false;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  // 16-byte accesses are possible: every pointer 16-byte aligned, every
+  // stride and the row length multiples of the vector width.
+  bool vector_ok = true;
+};
+
+struct Plan {
+  int variant = -1;
+  Variant kernel{};
+  KernelAttributes attributes;          // of the main kernel
+  LaunchShape launch;                   // threads and dynamic shared memory
+  Occupancy exact;                      // chosen by this one
+  Occupancy tutorial;                   // for comparison
+  int rows_per_block = 1;               // group_rows packs several rows in a block
+  std::int64_t resident_blocks = 0;     // SMs x exact blocks per SM
+  LaunchGeometry geometry;              // main kernel
+  LaunchGeometry finalize_geometry;     // split_row's second kernel
+  int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
+  int chunks_per_row = 0;               // split_row
+  std::int64_t chunk_elems = 0;
+  std::int64_t workspace_bytes = 0;     // split_row partials
+  std::string why;                      // one line: why this strategy
+};
+
+// Where kernel attributes come from: a live device (cudaFuncGetAttributes),
+// or the compiler's report recorded at build time.
+using AttributeSource = std::function<KernelAttributes(int variant, bool finalize)>;
+
+// Throws duet::Error(invalid_argument) for a bad shape and
+// duet::Error(unsupported) when nothing fits the device.
+Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
+
+// The part of a plan that depends on the row count: grid sizes.
+void set_grid(Plan& plan, const DeviceProps& dev, std::int64_t rows);
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b);
+
+}  // namespace duet

@@ -1,0 +1,47 @@
+// Double-precision CPU reference for the softmax family, and the comparison
+// every GPU result is checked with (tests, duet-bench, the differential run).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "softmax_variants.hpp"
+
+namespace duet::reference {
+
+// Row-major rows x cols, contiguous. Forward: x -> y. Backward: (y, dy) -> dx.
+std::vector<double> forward(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Op op);
+std::vector<double> backward(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
+                             std::int64_t cols, Op op);
+
+// Per-row magnitude of the backward terms before they cancel
+// (max_i |y_i| (|dy_i| + |sum|), or max_i |dy_i| + exp(y_i) |sum|): a
+// float32 result can only be as close as eps times this, however exact the
+// arithmetic, so the comparison scales by it.
+std::vector<double> backward_scale(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
+                                   std::int64_t cols, Op op);
+
+// Storage <-> float for a dtype (16-bit types round to nearest even).
+std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype);
+std::vector<float> decode(const std::uint8_t* bytes, std::size_t count, DType dtype);
+// Values representable in `dtype` (rounded through it), so a reference sees
+// exactly the inputs the device reads.
+std::vector<float> round_trip(const std::vector<float>& values, DType dtype);
+
+struct Check {
+  bool ok = true;
+  double worst = 0.0;          // largest per-row error: max|got - ref| / max|ref| of the row
+  std::int64_t bad_rows = 0;
+  std::int64_t nan_mismatch = 0;  // NaN in one but not the other (a poisoned output left unwritten shows here)
+  std::string first_failure;   // "row 3 col 17: got 0.25, want 0.125"
+};
+// Tolerance per row, relative to the row's largest |ref|: 1e-5 for f32 and
+// 1e-2 for 16-bit outputs are duet's contract.
+// `row_scale`, if given, is a lower bound on each row's scale.
+Check compare(const std::vector<float>& got, const std::vector<double>& want, std::int64_t rows, std::int64_t cols,
+              double tolerance, const std::vector<double>* row_scale = nullptr);
+double default_tolerance(DType dtype);
+
+}  // namespace duet::reference

@@ -1,0 +1,66 @@
+// softmax / log_softmax over the last dimension of a rows x cols matrix,
+// forward and backward, on any duet device.
+//
+// Pointers are device pointers of `dev` (host memory for the host backend);
+// strides are in elements, at least cols; in-place (x == y) is allowed, any
+// other overlap is an error. rows == 0 is a no-op. Arithmetic is float32
+// whatever the storage type. `stream` is a cudaStream_t / hipStream_t, or
+// nullptr for the default stream; calls are asynchronous on GPUs.
+//
+// Semantics follow torch.softmax / torch.log_softmax: NaN in a row makes the
+// row NaN, +inf makes it NaN (inf - inf), a row of all -inf gives NaN.
+#pragma once
+
+#include <cstdint>
+
+#include "duet/device.hpp"
+#include "duet/planner.hpp"
+#include "softmax_variants.hpp"
+
+namespace duet {
+
+struct SoftmaxCall {
+  Op op = Op::softmax;
+  bool backward = false;
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const void* x = nullptr;     // forward: input; backward: y (the forward output)
+  std::int64_t x_stride = 0;
+  const void* dy = nullptr;    // backward only
+  std::int64_t dy_stride = 0;
+  void* out = nullptr;         // forward: y; backward: dx
+  std::int64_t out_stride = 0;
+  void* stream = nullptr;
+};
+
+// Checks `call` (throws duet::Error with a one-line reason, writing nothing),
+// plans it (cached per device and shape class) and launches it.
+void run(const Device& dev, const SoftmaxCall& call);
+
+// The plan `run` would use, without launching.
+Plan plan_for(const Device& dev, const SoftmaxCall& call);
+
+void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+             std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                 std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+// dx = y * (dy - sum(dy * y))
+void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
+                      void* stream = nullptr);
+// dx = dy - exp(y) * sum(dy), y the log_softmax output
+void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                          std::int64_t dx_stride, void* stream = nullptr);
+
+// A compiled kernel's attributes on a live device (cudaFuncGetAttributes /
+// hipFuncGetAttributes), and the vendor's own occupancy answer for it
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), to check the exact model.
+KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize);
+int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem);
+
+// Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16".
+DType dtype_from_string(const std::string& s);
+
+}  // namespace duet

@@ -1,0 +1,160 @@
+// The C ABI over the C++ API: translate, call, catch everything.
+#include "duet/duet.h"
+
+#include <exception>
+#include <string>
+
+#include "backend_registry.hpp"
+#include "duet/config.hpp"
+#include "duet/device.hpp"
+#include "duet/error.hpp"
+#include "duet/softmax.hpp"
+
+namespace {
+
+thread_local std::string g_last_error;
+
+template <class F>
+duet_status_t guarded(F&& f) noexcept {
+  try {
+    f();
+    g_last_error.clear();
+    return DUET_SUCCESS;
+  } catch (const duet::Error& e) {
+    g_last_error = e.what();
+    return static_cast<duet_status_t>(e.status());
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of host memory";
+    return DUET_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return DUET_ERROR_INTERNAL;
+  } catch (...) {
+    g_last_error = "unknown exception";
+    return DUET_ERROR_INTERNAL;
+  }
+}
+
+duet::BackendKind to_kind(duet_backend_t b) {
+  switch (b) {
+    case DUET_BACKEND_HOST: return duet::BackendKind::host;
+    case DUET_BACKEND_CUDA: return duet::BackendKind::cuda;
+    case DUET_BACKEND_HIP: return duet::BackendKind::hip;
+  }
+  throw duet::Error(duet::Status::invalid_argument, "unknown backend code " + std::to_string(static_cast<int>(b)));
+}
+duet_backend_t from_kind(duet::BackendKind k) {
+  return k == duet::BackendKind::cuda ? DUET_BACKEND_CUDA : k == duet::BackendKind::hip ? DUET_BACKEND_HIP : DUET_BACKEND_HOST;
+}
+duet::DType to_dtype(duet_dtype_t d) {
+  if (d != DUET_F32 && d != DUET_F16 && d != DUET_BF16)
+    throw duet::Error(duet::Status::invalid_argument, "unsupported dtype code " + std::to_string(static_cast<int>(d)));
+  return static_cast<duet::DType>(d);
+}
+duet::Device to_device(duet_device_t d) { return duet::device(to_kind(d.backend), d.ordinal); }
+
+duet_status_t forward(duet::Op op, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                      int64_t x_stride, void* y, int64_t y_stride, void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c;
+    c.op = op;
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.x = x;
+    c.x_stride = x_stride;
+    c.out = y;
+    c.out_stride = y_stride;
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t backward(duet::Op op, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* y,
+                       int64_t y_stride, const void* dy, int64_t dy_stride, void* dx, int64_t dx_stride, void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c;
+    c.op = op;
+    c.backward = true;
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.x = y;
+    c.x_stride = y_stride;
+    c.dy = dy;
+    c.dy_stride = dy_stride;
+    c.out = dx;
+    c.out_stride = dx_stride;
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* duet_version(void) { return DUET_VERSION; }
+
+const char* duet_status_string(duet_status_t status) {
+  static thread_local std::string s;
+  s = std::string(duet::to_string(static_cast<duet::Status>(status)));
+  return s.c_str();
+}
+
+const char* duet_last_error(void) { return g_last_error.c_str(); }
+
+duet_status_t duet_device_count(int* count) {
+  return guarded([&] {
+    duet::require(count != nullptr, duet::Status::invalid_argument, "count is a null pointer");
+    *count = static_cast<int>(duet::devices().size());
+  });
+}
+
+duet_status_t duet_get_device(int index, duet_device_t* out) {
+  return guarded([&] {
+    duet::require(out != nullptr, duet::Status::invalid_argument, "device is a null pointer");
+    const auto all = duet::devices();
+    duet::require(index >= 0 && index < static_cast<int>(all.size()), duet::Status::no_device,
+                  "device index " + std::to_string(index) + " out of range (" + std::to_string(all.size()) + " devices)");
+    *out = {from_kind(all[static_cast<std::size_t>(index)].backend()), all[static_cast<std::size_t>(index)].ordinal()};
+  });
+}
+
+duet_status_t duet_device_of_pointer(const void* ptr, duet_device_t* out) {
+  return guarded([&] {
+    duet::require(out != nullptr, duet::Status::invalid_argument, "device is a null pointer");
+    *out = {DUET_BACKEND_HOST, 0};
+    for (const auto* ops : duet::detail::backends()) {
+      if (ops->kind == duet::BackendKind::host || ops->device_count() == 0) continue;
+      const int d = ops->pointer_device(ptr);
+      if (d >= 0) {
+        *out = {from_kind(ops->kind), d};
+        return;
+      }
+    }
+  });
+}
+
+duet_status_t duet_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                           int64_t x_stride, void* y, int64_t y_stride, void* stream) {
+  return forward(duet::Op::softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
+}
+duet_status_t duet_log_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                               int64_t x_stride, void* y, int64_t y_stride, void* stream) {
+  return forward(duet::Op::log_softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
+}
+duet_status_t duet_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* y,
+                                    int64_t y_stride, const void* dy, int64_t dy_stride, void* dx, int64_t dx_stride,
+                                    void* stream) {
+  return backward(duet::Op::softmax, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+}
+duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                        const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
+                                        int64_t dx_stride, void* stream) {
+  return backward(duet::Op::log_softmax, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+}
+duet_status_t duet_synchronize(duet_device_t device, void* stream) {
+  return guarded([&] { duet::synchronize(to_device(device), stream); });
+}
+
+}  // extern "C"

@@ -1,0 +1,138 @@
+#include "duet/planner.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "duet/error.hpp"
+
+namespace duet {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+namespace {
+
+std::int64_t next_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Vectors each split_row thread reduces per chunk: 16 x 512 threads x 16
+// bytes = 128 KiB a chunk, long enough that the per-chunk reduction and the
+// partial's round trip through L2 stay a small part of the chunk's time.
+constexpr int kSplitVecsPerThread = 16;
+
+Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, int threads, int smem_vecs,
+               const AttributeSource& attributes) {
+  Plan p;
+  p.variant = find_variant(v);
+  if (p.variant < 0) throw Error(Status::internal, "no compiled kernel for " + variant_name(v));
+  p.kernel = v;
+  p.attributes = attributes(p.variant, false);
+  const std::int64_t vec_bytes = std::int64_t(v.vec) * dtype_size(v.dtype);
+  p.smem_vecs = smem_vecs;
+  p.launch.threads_per_block = threads;
+  p.launch.dynamic_smem_bytes = std::int64_t(smem_vecs) * threads * vec_bytes * (s.backward ? 2 : 1);
+  p.rows_per_block = v.strategy == Strategy::group_rows ? threads / v.group : 1;
+  if (dev.is_gpu()) {
+    p.exact = exact_occupancy(dev, p.attributes, p.launch);
+    p.tutorial = tutorial_occupancy(dev, p.attributes, p.launch);
+  } else {
+    p.exact.blocks_per_sm = 1;  // the host runs a row block per core
+    p.exact.note = "host: one worker per core";
+  }
+  p.resident_blocks = std::int64_t(dev.sm_count) * p.exact.blocks_per_sm;
+  if (v.strategy == Strategy::split_row) {
+    p.chunk_elems = std::int64_t(threads) * kSplitVecsPerThread * v.vec;
+    p.chunks_per_row = static_cast<int>(ceil_div(s.cols, p.chunk_elems));
+    p.workspace_bytes = s.rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
+  }
+  return p;
+}
+
+}  // namespace
+
+void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
+  std::int64_t work = 0;
+  switch (p.kernel.strategy) {
+    case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
+    case Strategy::block_row: work = rows; break;
+    case Strategy::split_row: work = rows * p.chunks_per_row; break;
+  }
+  const std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1);
+  p.geometry = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
+  if (p.kernel.strategy == Strategy::split_row) {
+    p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
+    p.finalize_geometry = {p.geometry.grid, p.launch.threads_per_block, 0};
+  }
+  (void)dev;
+}
+
+Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+  require(s.rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(s.rows));
+  require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
+  require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
+          "cols must be below 2^31, got " + std::to_string(s.cols));
+  const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
+  require(s.cols % vec == 0, Status::invalid_argument, "vector path needs cols divisible by " + std::to_string(vec));
+  const std::int64_t nv = s.cols / vec;
+
+  Plan plan;
+  if (nv <= 256) {
+    // group_rows: the smallest power-of-two group that holds the row in one
+    // vector per thread, up to a warp; past that a warp and 2/4/8 vectors.
+    const int group = static_cast<int>(std::min<std::int64_t>(next_pow2(nv), 32));
+    const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
+    plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt}, kGroupRowsBlock, 0,
+                     attributes);
+    plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(group) + " threads x " +
+               std::to_string(vpt) + " vectors in registers";
+  } else {
+    const int max_vpt = s.backward ? kBlockVptBackward.back() : kBlockVpt.back();
+    bool fits = false;
+    if (nv <= std::int64_t(kBlockRowMaxThreads) * max_vpt) {
+      // Aim for max_vpt vectors a thread (loads in flight), at least 4 warps.
+      const int threads = static_cast<int>(std::clamp<std::int64_t>(next_pow2(ceil_div(nv, max_vpt)), 128,
+                                                                     kBlockRowMaxThreads));
+      int vpt = max_vpt;
+      for (int c : (s.backward ? std::array<int, 3>{1, 2, 2} : std::array<int, 3>{1, 2, 4}))
+        if (std::int64_t(c) * threads >= nv) {
+          vpt = c;
+          break;
+        }
+      plan = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, vpt}, threads, 0, attributes);
+      plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(threads) + " threads x " +
+                 std::to_string(vpt) + " vectors in registers";
+      fits = true;
+    } else {
+      const int threads = kBlockRowMaxThreads;
+      const std::int64_t spill = ceil_div(nv - std::int64_t(threads) * max_vpt, threads);
+      const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
+      // Only worth planning if it can fit in the opt-in shared memory.
+      if (!dev.is_gpu() || spill * threads * vec_bytes <= dev.smem_per_block_optin) {
+        plan = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, max_vpt}, threads,
+                         static_cast<int>(spill), attributes);
+        fits = plan.exact.blocks_per_sm >= 1 &&
+               (!dev.is_gpu() ||
+                plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes <= dev.smem_per_block_optin);
+        plan.why = "row of " + std::to_string(nv) + " vectors: " + std::to_string(threads * max_vpt) +
+                   " in registers, " + std::to_string(spill * threads) + " in shared memory (" +
+                   std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
+      }
+    }
+    if (!fits) {
+      plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, vec, 0, 4}, kSplitRowBlock, 0,
+                       attributes);
+      plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
+                 std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
+                 " elements, two passes";
+    }
+  }
+  if (plan.exact.blocks_per_sm < 1)
+    throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
+                                         std::string(to_string(plan.exact.limiter)) + ")");
+  set_grid(plan, dev, s.rows);
+  return plan;
+}
+
+}  // namespace duet

@@ -1,0 +1,139 @@
+#include "duet/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "duet/float16.hpp"
+
+namespace duet::reference {
+
+std::vector<double> forward(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Op op) {
+  std::vector<double> y(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * cols;
+    double* yr = y.data() + r * cols;
+    double m = -std::numeric_limits<double>::infinity();
+    bool nan = false;
+    for (std::int64_t i = 0; i < cols; ++i) {
+      nan = nan || std::isnan(xr[i]);
+      m = std::max(m, double(xr[i]));
+    }
+    double s = 0.0;
+    for (std::int64_t i = 0; i < cols; ++i) s += std::exp(double(xr[i]) - m);
+    if (nan) s = std::numeric_limits<double>::quiet_NaN();
+    const double log_s = std::log(s);
+    for (std::int64_t i = 0; i < cols; ++i)
+      yr[i] = op == Op::log_softmax ? (double(xr[i]) - m) - log_s : std::exp(double(xr[i]) - m) / s;
+  }
+  return y;
+}
+
+std::vector<double> backward(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
+                             std::int64_t cols, Op op) {
+  std::vector<double> dx(y.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* yr = y.data() + r * cols;
+    const float* gr = dy.data() + r * cols;
+    double s = 0.0;
+    for (std::int64_t i = 0; i < cols; ++i) s += op == Op::log_softmax ? double(gr[i]) : double(gr[i]) * yr[i];
+    for (std::int64_t i = 0; i < cols; ++i)
+      dx[std::size_t(r * cols + i)] =
+          op == Op::log_softmax ? double(gr[i]) - std::exp(double(yr[i])) * s : double(yr[i]) * (double(gr[i]) - s);
+  }
+  return dx;
+}
+
+std::vector<double> backward_scale(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
+                                   std::int64_t cols, Op op) {
+  std::vector<double> scale(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* yr = y.data() + r * cols;
+    const float* gr = dy.data() + r * cols;
+    double s = 0.0, m = 0.0;
+    for (std::int64_t i = 0; i < cols; ++i) s += op == Op::log_softmax ? double(gr[i]) : double(gr[i]) * yr[i];
+    for (std::int64_t i = 0; i < cols; ++i)
+      m = std::max(m, op == Op::log_softmax ? std::abs(double(gr[i])) + std::exp(double(yr[i])) * std::abs(s)
+                                            : std::abs(double(yr[i])) * (std::abs(double(gr[i])) + std::abs(s)));
+    scale[std::size_t(r)] = m;
+  }
+  return scale;
+}
+
+std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype) {
+  std::vector<std::uint8_t> out(values.size() * std::size_t(dtype_size(dtype)));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(out.data() + 4 * i, &values[i], 4);
+    } else {
+      const std::uint16_t h = dtype == DType::f16 ? float_to_f16(values[i]) : float_to_bf16(values[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(const std::uint8_t* bytes, std::size_t count, DType dtype) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(&out[i], bytes + 4 * i, 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, bytes + 2 * i, 2);
+      out[i] = dtype == DType::f16 ? f16_to_float(h) : bf16_to_float(h);
+    }
+  }
+  return out;
+}
+
+std::vector<float> round_trip(const std::vector<float>& values, DType dtype) {
+  const auto bytes = encode(values, dtype);
+  return decode(bytes.data(), values.size(), dtype);
+}
+
+Check compare(const std::vector<float>& got, const std::vector<double>& want, std::int64_t rows, std::int64_t cols,
+              double tolerance, const std::vector<double>* row_scale) {
+  Check c;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double scale = row_scale ? (*row_scale)[std::size_t(r)] : 0.0, err = 0.0;
+    std::int64_t worst_col = -1;
+    bool row_bad = false;
+    for (std::int64_t i = 0; i < cols; ++i) {
+      const double w = want[std::size_t(r * cols + i)];
+      const double g = got[std::size_t(r * cols + i)];
+      if (std::isnan(w) != std::isnan(g) || (std::isinf(w) && w != g)) {
+        ++c.nan_mismatch;
+        if (!row_bad && c.first_failure.empty())
+          c.first_failure = "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " + std::to_string(g) +
+                            ", want " + std::to_string(w);
+        row_bad = true;
+        continue;
+      }
+      if (std::isnan(w) || std::isinf(w)) continue;
+      if (!std::isnan(scale)) scale = std::max(scale, std::abs(w));
+      if (std::abs(g - w) > err) {
+        err = std::abs(g - w);
+        worst_col = i;
+      }
+    }
+    const double rel = scale > 0.0 ? err / scale : err;
+    c.worst = std::max(c.worst, rel);
+    if (rel > tolerance && !row_bad) {
+      row_bad = true;
+      if (c.first_failure.empty())
+        c.first_failure = "row " + std::to_string(r) + " col " + std::to_string(worst_col) + ": got " +
+                          std::to_string(got[std::size_t(r * cols + worst_col)]) + ", want " +
+                          std::to_string(want[std::size_t(r * cols + worst_col)]) + " (row error " +
+                          std::to_string(rel) + ")";
+    }
+    if (row_bad) ++c.bad_rows;
+  }
+  c.ok = c.bad_rows == 0;
+  return c;
+}
+
+double default_tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-2; }
+
+}  // namespace duet::reference

@@ -1,0 +1,249 @@
+#include "duet/softmax.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backend_registry.hpp"
+#include "duet/error.hpp"
+#include "log.hpp"
+
+namespace duet {
+namespace {
+
+// ------------------------------------------------------------- validation
+struct Span {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;  // one past the last byte
+};
+
+// Bytes from the first to one past the last element, or an error if that
+// overflows the address space.
+Span span_of(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride, int elem, const char* what) {
+  std::int64_t last = 0, bytes = 0;
+  if (__builtin_mul_overflow(rows - 1, stride, &last) || __builtin_add_overflow(last, cols, &last) ||
+      __builtin_mul_overflow(last, std::int64_t(elem), &bytes))
+    throw Error(Status::invalid_argument, std::string(what) + ": rows x stride overflows the address space");
+  const auto b = reinterpret_cast<std::uintptr_t>(p);
+  if (b + static_cast<std::uintptr_t>(bytes) < b)
+    throw Error(Status::invalid_argument, std::string(what) + ": the matrix wraps past the end of the address space");
+  return {b, b + static_cast<std::uintptr_t>(bytes)};
+}
+
+bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+
+void check_pointer_on(const Device& dev, const void* p, const char* what) {
+  if (dev.is_gpu()) {
+    const int on = detail::backend(dev.backend()).pointer_device(p);
+    if (on < 0)
+      throw Error(Status::invalid_argument, std::string(what) + " is not " + std::string(to_string(dev.backend())) +
+                                                " device memory (a host pointer?) but the call runs on " + dev.label());
+    if (on != dev.ordinal())
+      throw Error(Status::invalid_argument, std::string(what) + " lives on " + std::string(to_string(dev.backend())) +
+                                                ":" + std::to_string(on) + " but the call runs on " + dev.label());
+  } else {
+    for (const auto* ops : detail::backends())
+      if (ops->kind != BackendKind::host && ops->device_count() > 0 && ops->pointer_device(p) >= 0)
+        throw Error(Status::invalid_argument, std::string(what) + " is " + std::string(to_string(ops->kind)) +
+                                                  " device memory but the call runs on the host");
+  }
+}
+
+// Returns false for an empty call (nothing to do).
+bool validate(const Device& dev, const SoftmaxCall& c) {
+  require(c.rows >= 0 && c.cols >= 0, Status::invalid_argument,
+          "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols));
+  require(c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16, Status::invalid_argument,
+          "unsupported dtype code " + std::to_string(static_cast<int>(c.dtype)));
+  require(c.op == Op::softmax || c.op == Op::log_softmax, Status::invalid_argument,
+          "unsupported op code " + std::to_string(static_cast<int>(c.op)));
+  if (c.rows == 0 || c.cols == 0) return false;
+  require(c.cols < (std::int64_t(1) << 31), Status::invalid_argument,
+          "cols must be below 2^31, got " + std::to_string(c.cols));
+  const char* x_name = c.backward ? "y" : "x";
+  const char* out_name = c.backward ? "dx" : "y";
+  require(c.x != nullptr, Status::invalid_argument, std::string(x_name) + " is a null pointer");
+  require(c.out != nullptr, Status::invalid_argument, std::string(out_name) + " is a null pointer");
+  require(!c.backward || c.dy != nullptr, Status::invalid_argument, "dy is a null pointer");
+  require(c.x_stride >= c.cols, Status::invalid_argument,
+          std::string(x_name) + " row stride " + std::to_string(c.x_stride) + " is smaller than cols " + std::to_string(c.cols));
+  require(c.out_stride >= c.cols, Status::invalid_argument,
+          std::string(out_name) + " row stride " + std::to_string(c.out_stride) + " is smaller than cols " +
+              std::to_string(c.cols));
+  require(!c.backward || c.dy_stride >= c.cols, Status::invalid_argument,
+          "dy row stride " + std::to_string(c.dy_stride) + " is smaller than cols " + std::to_string(c.cols));
+  const int elem = dtype_size(c.dtype);
+  const Span out = span_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
+  auto check_alias = [&](const void* in, std::int64_t stride, const char* in_name) {
+    const Span s = span_of(in, c.rows, c.cols, stride, elem, in_name);
+    const bool in_place = in == c.out && stride == c.out_stride;
+    require(in_place || !overlaps(s, out), Status::invalid_argument,
+            std::string(in_name) + " and " + out_name + " overlap without being exactly in place (same pointer, same stride)");
+  };
+  check_alias(c.x, c.x_stride, x_name);
+  if (c.backward) check_alias(c.dy, c.dy_stride, "dy");
+  check_pointer_on(dev, c.x, x_name);
+  check_pointer_on(dev, c.out, out_name);
+  if (c.backward) check_pointer_on(dev, c.dy, "dy");
+  return true;
+}
+
+bool vector_ok(const SoftmaxCall& c) {
+  const int vec = dtype_vec16(c.dtype);
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return c.cols % vec == 0 && c.x_stride % vec == 0 && c.out_stride % vec == 0 && aligned(c.x) && aligned(c.out) &&
+         (!c.backward || (c.dy_stride % vec == 0 && aligned(c.dy)));
+}
+
+// ------------------------------------------------------------- caches
+using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, std::int64_t>;
+
+std::mutex g_plan_mutex;
+std::map<PlanKey, Plan> g_plans;
+std::map<std::tuple<BackendKind, int, int, bool>, KernelAttributes> g_attributes;
+
+KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize) {
+  // Called with g_plan_mutex held.
+  const auto key = std::make_tuple(dev.backend(), dev.ordinal(), variant, finalize);
+  auto it = g_attributes.find(key);
+  if (it == g_attributes.end())
+    it = g_attributes.emplace(key, detail::backend(dev.backend()).kernel_attributes(dev.ordinal(), variant, finalize)).first;
+  return it->second;
+}
+
+Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
+  const bool vec = vector_ok(c);
+  const PlanKey key{dev.backend(), dev.ordinal(), c.dtype, c.backward, vec, c.cols};
+  Plan plan;
+  {
+    std::lock_guard<std::mutex> lock(g_plan_mutex);
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) {
+      const SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
+      Plan fresh = plan_softmax(dev.props(), shape, [&](int v, bool f) { return cached_attributes(dev, v, f); });
+      log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), c.rows, c.cols,
+                 to_string(c.dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
+                 fresh.geometry.dynamic_smem, fresh.why);
+      it = g_plans.emplace(key, std::move(fresh)).first;
+    }
+    plan = it->second;
+  }
+  set_grid(plan, dev.props(), c.rows);
+  return plan;
+}
+
+// Grow-only workspace per (device, stream): kernels queued on one stream
+// run in order, so one buffer per stream is never used by two at once.
+class Workspaces {
+ public:
+  float* get(const Device& dev, void* stream, std::int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = buffers_[{dev.backend(), dev.ordinal(), stream}];
+    if (!slot || slot->size() < static_cast<std::size_t>(bytes)) {
+      slot.reset();  // cudaFree waits for the device, so the old buffer is idle
+      slot = std::make_unique<Buffer>(dev, static_cast<std::size_t>(bytes));
+    }
+    return static_cast<float*>(slot->data());
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<BackendKind, int, void*>, std::unique_ptr<Buffer>> buffers_;
+};
+Workspaces& workspaces() {
+  static auto* w = new Workspaces();  // never destroyed: device memory outlives static teardown order
+  return *w;
+}
+
+}  // namespace
+
+Plan plan_for(const Device& dev, const SoftmaxCall& call) {
+  if (!validate(dev, call)) throw Error(Status::invalid_argument, "empty call: rows or cols is 0, nothing to plan");
+  return cached_plan(dev, call);
+}
+
+void run(const Device& dev, const SoftmaxCall& c) {
+  if (!validate(dev, c)) return;
+  Plan plan = cached_plan(dev, c);
+  SoftmaxArgs a{};
+  a.x = c.x;
+  a.dy = c.dy;
+  a.out = c.out;
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.x_stride = c.x_stride;
+  a.dy_stride = c.dy_stride;
+  a.out_stride = c.out_stride;
+  a.log = c.op == Op::log_softmax ? 1 : 0;
+  a.smem_vecs = plan.smem_vecs;
+  a.chunks_per_row = plan.chunks_per_row;
+  a.chunk_elems = plan.chunk_elems;
+  a.partials = plan.workspace_bytes > 0 ? workspaces().get(dev, c.stream, plan.workspace_bytes) : nullptr;
+  detail::backend(dev.backend())
+      .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
+}
+
+namespace {
+SoftmaxCall forward_call(Op op, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                         std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream) {
+  SoftmaxCall c;
+  c.op = op;
+  c.dtype = dtype;
+  c.rows = rows;
+  c.cols = cols;
+  c.x = x;
+  c.x_stride = x_stride;
+  c.out = y;
+  c.out_stride = y_stride;
+  c.stream = stream;
+  return c;
+}
+SoftmaxCall backward_call(Op op, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                          std::int64_t dx_stride, void* stream) {
+  SoftmaxCall c = forward_call(op, dtype, rows, cols, y, y_stride, dx, dx_stride, stream);
+  c.backward = true;
+  c.dy = dy;
+  c.dy_stride = dy_stride;
+  return c;
+}
+}  // namespace
+
+void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+             std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream) {
+  run(dev, forward_call(Op::softmax, dtype, rows, cols, x, x_stride, y, y_stride, stream));
+}
+void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                 std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream) {
+  run(dev, forward_call(Op::log_softmax, dtype, rows, cols, x, x_stride, y, y_stride, stream));
+}
+void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
+                      void* stream) {
+  run(dev, backward_call(Op::softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream));
+}
+void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                          std::int64_t dx_stride, void* stream) {
+  run(dev, backward_call(Op::log_softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream));
+}
+
+KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize) {
+  std::lock_guard<std::mutex> lock(g_plan_mutex);
+  return cached_attributes(dev, variant, finalize);
+}
+
+int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {
+  return detail::backend(dev.backend()).occupancy_blocks_per_sm(dev.ordinal(), variant, finalize, threads, dynamic_smem);
+}
+
+DType dtype_from_string(const std::string& s) {
+  if (s == "f32" || s == "float32" || s == "float") return DType::f32;
+  if (s == "f16" || s == "float16" || s == "half") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  throw Error(Status::invalid_argument, "unknown dtype '" + s + "' (expected f32, f16 or bf16)");
+}
+
+}  // namespace duet

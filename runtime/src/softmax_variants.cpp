@@ -1,0 +1,31 @@
+#include "softmax_variants.hpp"
+
+namespace duet {
+
+std::string to_string(DType d) {
+  switch (d) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+  }
+  return "unknown";
+}
+
+std::string to_string(Strategy s) {
+  switch (s) {
+    case Strategy::group_rows: return "group_rows";
+    case Strategy::block_row: return "block_row";
+    case Strategy::split_row: return "split_row";
+  }
+  return "unknown";
+}
+
+std::string variant_name(const Variant& v) {
+  std::string name = to_string(v.strategy) + (v.backward ? "_bwd<" : "<") + to_string(v.dtype) + ",vec" +
+                     std::to_string(v.vec);
+  if (v.strategy == Strategy::group_rows) name += ",g" + std::to_string(v.group);
+  name += ",v" + std::to_string(v.vpt) + ">";
+  return name;
+}
+
+}  // namespace duet

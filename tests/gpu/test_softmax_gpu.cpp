@@ -1,0 +1,195 @@
+// Every strategy and its boundaries, all dtypes, forward and backward,
+// strided, in-place and misaligned, against the double reference.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include <atomic>
+
+#include "duet/float16.hpp"
+#include "duet/occupancy.hpp"
+#include "gpu_fixture.hpp"
+
+using namespace duet;
+using duet::testing::Case;
+using duet::testing::run_case;
+
+namespace {
+
+// Row lengths at and around every strategy switch: group sizes (1..32
+// threads, 1..8 vectors), block_row's register and shared-memory limits, and
+// split_row, with primes and powers of two.
+std::vector<std::int64_t> boundary_cols() {
+  return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,
+          129,  255,  256,  257,  509,   512,   1000,  1023,  1024,  1025,  2047,  2048,   2049,   4093,   4096,
+          4097, 8191, 8192, 8193, 16383, 16384, 16385, 32768, 32771, 65536, 65537, 100003, 131072, 262145, 1048576};
+}
+
+std::int64_t rows_for(std::int64_t cols) {
+  // Enough rows to cover several waves of the persistent grid at small N,
+  // bounded so that the CPU reference stays quick.
+  return std::clamp<std::int64_t>((std::int64_t(1) << 21) / cols, 1, 3000);
+}
+
+void expect_ok(const Case& c, const duet::testing::Outcome& o) {
+  INFO(c.name(), " via ", o.variant, ": ", o.check.first_failure, " (worst row error ", o.check.worst, ")");
+  CHECK(o.check.ok);
+}
+
+}  // namespace
+
+TEST_CASE("every strategy boundary, dtype and direction matches the double reference") {
+  const Device dev = duet::testing::first_gpu();
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (bool bwd : {false, true})
+      for (Op op : {Op::softmax, Op::log_softmax})
+        for (std::int64_t cols : boundary_cols()) {
+          Case c;
+          c.op = op;
+          c.backward = bwd;
+          c.dtype = dt;
+          c.cols = cols;
+          c.rows = rows_for(cols);
+          expect_ok(c, run_case(dev, c));
+        }
+}
+
+TEST_CASE("many more rows than the grid holds") {
+  const Device dev = duet::testing::first_gpu();
+  for (std::int64_t cols : {1, 32, 100, 1024, 5000}) {
+    Case c;
+    c.cols = cols;
+    c.rows = std::max<std::int64_t>(200000 / cols, 1) * 50 + 7;
+    if (c.rows * cols > (std::int64_t(1) << 24)) c.rows = (std::int64_t(1) << 24) / cols + 3;
+    expect_ok(c, run_case(dev, c));
+  }
+}
+
+TEST_CASE("strided, in-place and misaligned calls") {
+  const Device dev = duet::testing::first_gpu();
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t cols : {7, 64, 1000, 4096, 40000, 300000}) {
+      const std::int64_t rows = std::clamp<std::int64_t>((1 << 20) / cols, 2, 500);
+      Case strided;
+      strided.dtype = dt;
+      strided.cols = cols;
+      strided.rows = rows;
+      strided.in_stride = cols + 8;
+      strided.out_stride = cols + 24;
+      expect_ok(strided, run_case(dev, strided));
+      Case odd_stride = strided;
+      odd_stride.in_stride = cols + 3;  // every row misaligned differently: scalar path
+      expect_ok(odd_stride, run_case(dev, odd_stride));
+      Case in_place = strided;
+      in_place.in_place = true;
+      expect_ok(in_place, run_case(dev, in_place));
+      Case misaligned = strided;
+      misaligned.misalign = 1;
+      expect_ok(misaligned, run_case(dev, misaligned));
+      Case bwd_in_place = strided;
+      bwd_in_place.backward = true;
+      bwd_in_place.op = Op::log_softmax;
+      expect_ok(bwd_in_place, run_case(dev, bwd_in_place));
+    }
+}
+
+TEST_CASE("inf, -inf and NaN propagate as in torch") {
+  const Device dev = duet::testing::first_gpu();
+  for (std::int64_t cols : {5, 200, 3000, 70000, 300000}) {
+    const std::int64_t rows = 6;
+    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
+    const float inf = std::numeric_limits<float>::infinity();
+    x[0 * cols + cols / 2] = -inf;                                     // row 0: one -inf -> 0 there
+    for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;    // row 1: all -inf -> NaN
+    x[2 * cols + cols - 1] = inf;                                      // row 2: +inf -> NaN
+    x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();         // row 3: NaN -> NaN
+    for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf; // row 4: half -inf
+    for (Op op : {Op::softmax, Op::log_softmax}) {
+      Case c;
+      c.op = op;
+      c.rows = rows;
+      c.cols = cols;
+      expect_ok(c, run_case(dev, c, &x));
+    }
+  }
+}
+
+TEST_CASE("rows past 2^31 elements in total use 64-bit offsets") {
+  const Device dev = duet::testing::first_gpu();
+  // 2^31 + 2^20 bf16 elements (4.3 GB); a few rows of the end are checked.
+  const std::int64_t cols = 1 << 20, rows = 2049;
+  Buffer x(dev, std::size_t(rows * cols) * 2), y(dev, std::size_t(rows * cols) * 2);
+  x.fill(0);  // bf16 zeros: every output is exactly 1/cols
+  y.fill(0xff);
+  softmax(dev, DType::bf16, rows, cols, x.data(), cols, y.data(), cols);
+  synchronize(dev);
+  std::vector<std::uint8_t> tail(std::size_t(cols) * 2);
+  for (std::int64_t r : {std::int64_t(0), rows - 1}) {
+    y.download(tail.data(), tail.size(), std::size_t(r * cols) * 2);
+    const auto v = reference::decode(tail.data(), std::size_t(cols), DType::bf16);
+    std::size_t wrong = 0;
+    for (float f : v) wrong += f != bf16_to_float(float_to_bf16(1.0f / cols));
+    INFO("row ", r);
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") {
+  const Device dev = duet::testing::first_gpu();
+  const DeviceProps& p = dev.props();
+  std::ofstream table;
+  if (const char* path = std::getenv("DUET_OCCUPANCY_TABLE")) table.open(path);
+  if (table) table << "variant,threads,dynamic_smem,regs,static_smem,exact,vendor,tutorial,limiter\n";
+  int disagreements = 0;
+  for (int v = 0; v < kVariantCount; ++v) {
+    const Variant& var = kCatalogue[static_cast<std::size_t>(v)];
+    for (bool fin : {false, true}) {
+      if (fin && var.strategy != Strategy::split_row) continue;
+      const KernelAttributes a = live_kernel_attributes(dev, v, fin);
+      std::vector<std::pair<int, std::int64_t>> launches;
+      if (var.strategy == Strategy::group_rows) launches = {{kGroupRowsBlock, 0}};
+      else if (var.strategy == Strategy::split_row) launches = {{kSplitRowBlock, 0}};
+      else
+        for (int t : {128, 256, 512, 1024}) launches.push_back({t, 0});
+      if (var.strategy == Strategy::block_row && var.vpt == (var.backward ? 2 : 4))
+        for (std::int64_t s : {std::int64_t(16384), std::int64_t(65536), std::int64_t(131072), p.smem_per_block_optin - a.static_smem_bytes})
+          launches.push_back({1024, s});
+      for (auto [threads, smem] : launches) {
+        const Occupancy ex = exact_occupancy(p, a, {threads, smem});
+        const Occupancy tu = tutorial_occupancy(p, a, {threads, smem});
+        const int vendor = live_occupancy(dev, v, fin, threads, smem);
+        if (table)
+          table << a.name << "," << threads << "," << smem << "," << a.regs_per_thread << "," << a.static_smem_bytes << ","
+                << ex.blocks_per_sm << "," << vendor << "," << tu.blocks_per_sm << "," << to_string(ex.limiter) << "\n";
+        if (ex.blocks_per_sm != vendor) {
+          ++disagreements;
+          MESSAGE(a.name, " threads ", threads, " smem ", smem, ": exact ", ex.blocks_per_sm, " vendor ", vendor);
+        }
+      }
+    }
+  }
+  CHECK(disagreements == 0);
+}
+
+TEST_CASE("eight host threads running softmax at once get correct results") {
+  const Device dev = duet::testing::first_gpu();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 8; ++t)
+    pool.emplace_back([&, t] {
+      for (int s = 0; s < 2; ++s)
+        for (std::int64_t cols : {96 + t, 3000 + 17 * t, 70000 + t}) {
+          Case c;
+          c.cols = cols;
+          c.rows = 64 + s;
+          c.dtype = t % 2 ? DType::bf16 : DType::f32;
+          if (!run_case(dev, c).check.ok) ++failures;
+        }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures.load() == 0);
+}

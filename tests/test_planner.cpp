@@ -1,0 +1,84 @@
+// Planner: strategy and grid per shape class, from recorded compiler
+// reports where no GPU is present.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "duet/error.hpp"
+#include "duet/kernel_resources.hpp"
+#include "duet/planner.hpp"
+#include "duet/props_json.hpp"
+
+using namespace duet;
+namespace fs = std::filesystem;
+
+namespace {
+DeviceProps device_file(const char* name) {
+  return load_props_file((fs::path(DUET_SOURCE_DIR) / "tools" / "deviceinfo" / "devices" / name).string());
+}
+AttributeSource recorded(const DeviceProps& d) {
+  return [d](int v, bool f) { return recorded_kernel_attributes(d, v, f); };
+}
+}  // namespace
+
+TEST_CASE("every recorded report covers every catalogue kernel") {
+  const auto targets = recorded_targets();
+  for (const auto& [backend, target] : targets) {
+    INFO(backend, " ", target);
+    DeviceProps d;
+    d.backend = backend == "cuda" ? BackendKind::cuda : BackendKind::hip;
+    d.vendor = backend == "cuda" ? Vendor::nvidia : Vendor::amd;
+    d.arch = target;
+    d.family = backend == "cuda" ? "" : amd_family(target);
+    for (int v = 0; v < kVariantCount; ++v) {
+      const KernelAttributes a = recorded_kernel_attributes(d, v, false);
+      CHECK(a.regs_per_thread > 0);
+      if (backend == "cuda") CHECK(a.local_bytes_per_thread == 0);  // no NVIDIA kernel spills (ptxas -v)
+      if (kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::split_row)
+        CHECK(recorded_kernel_attributes(d, v, true).regs_per_thread > 0);
+    }
+  }
+}
+
+TEST_CASE("strategy by row length on H100") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;  // a build without the CUDA backend records no ptxas report
+  auto plan = [&](std::int64_t cols, DType dt = DType::f32, bool bwd = false) {
+    return plan_softmax(h100, {dt, bwd, 4096, cols, true}, recorded(h100));
+  };
+  CHECK(plan(32).kernel.strategy == Strategy::group_rows);
+  CHECK(plan(32).kernel.group == 8);        // 8 vectors of 4 floats
+  CHECK(plan(1024).kernel.group == 32);
+  CHECK(plan(1024).kernel.vpt == 8);
+  CHECK(plan(1028).kernel.strategy == Strategy::block_row);
+  CHECK(plan(16384).smem_vecs == 0);
+  CHECK(plan(65536).kernel.strategy == Strategy::block_row);
+  CHECK(plan(65536).smem_vecs > 0);
+  CHECK(plan(65536).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
+  CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
+  CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
+  CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row);  // 16-bit rows fit twice as long
+  // Persistent grid: SMs x blocks per SM, capped by the work.
+  const Plan p = plan(4096);
+  CHECK(p.geometry.grid == std::min<std::int64_t>(4096, std::int64_t(h100.sm_count) * p.exact.blocks_per_sm));
+  const Plan few = plan_softmax(h100, {DType::f32, false, 3, 4096, true}, recorded(h100));
+  CHECK(few.geometry.grid == 3);
+}
+
+TEST_CASE("AMD plans come from the recorded HIP reports") {
+  const DeviceProps mi300x = device_file("mi300x.json");
+  if (recorded_target_for(mi300x).empty()) return;
+  CHECK(recorded_target_for(mi300x) == "gfx940");  // gfx942 has no device libs in ROCm 5.2: nearest CDNA3
+  const Plan p = plan_softmax(mi300x, {DType::f32, false, 8192, 4096, true}, recorded(mi300x));
+  CHECK(p.attributes.source.find("amdgpu") != std::string::npos);
+  CHECK(p.exact.blocks_per_sm >= 1);
+  CHECK(p.geometry.grid <= std::int64_t(mi300x.sm_count) * p.exact.blocks_per_sm);
+}
+
+TEST_CASE("bad shapes are rejected") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  auto never = [](int, bool) -> KernelAttributes { throw Error(Status::internal, "not reached"); };
+  CHECK_THROWS_AS(plan_softmax(h100, {DType::f32, false, -1, 10, true}, never), Error);
+  CHECK_THROWS_AS(plan_softmax(h100, {DType::f32, false, 1, 0, true}, never), Error);
+  CHECK_THROWS_AS(plan_softmax(h100, {DType::f32, false, 1, 10, true}, never), Error);  // 10 % 4 != 0 on the vector path
+}

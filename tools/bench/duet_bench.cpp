@@ -1,0 +1,265 @@
+// duet-bench: effective bandwidth of duet's softmax family against the
+// device's copy ceiling, measured in the same run.
+//
+//   effective GB/s = bytes moved (forward 2*M*N*size, backward 3*M*N*size) / time
+//   ceiling        = device-to-device copy, bytes read + bytes written / time
+//
+// Device events around each launch, warm-up, many repeats, median and
+// spread; inputs rotate among buffer sets so no timing reads from L2 unless
+// --hot is given. Every configuration is checked against the double
+// reference once before it is timed.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "duet/config.hpp"
+#include "duet/device.hpp"
+#include "duet/error.hpp"
+#include "duet/reference.hpp"
+#include "duet/softmax.hpp"
+#include "backend_registry.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+// Times `launch(set)` with device events, rotating over `sets` input sets.
+template <class F>
+Timing time_it(const duet::Device& dev, int warmup, int repeats, int sets, F&& launch) {
+  const auto& ops = duet::detail::backend(dev.backend());
+  void* start = ops.event_create(dev.ordinal());
+  void* stop = ops.event_create(dev.ordinal());
+  for (int i = 0; i < warmup; ++i) launch(i % sets);
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    ops.event_record(dev.ordinal(), start, nullptr);
+    launch(i % sets);
+    ops.event_record(dev.ordinal(), stop, nullptr);
+    ms.push_back(ops.event_elapsed_ms(dev.ordinal(), start, stop));
+  }
+  ops.event_destroy(dev.ordinal(), start);
+  ops.event_destroy(dev.ordinal(), stop);
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front(), ms.back()};
+}
+
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(isatty(STDERR_FILENO) != 0) {}
+  void step(const std::string& what) {
+    ++done_;
+    if (!tty_) return;
+    const int width = 30;
+    const int filled = static_cast<int>(width * done_ / std::max<std::size_t>(total_, 1));
+    std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-40s", filled, "##############################", width - filled, "", done_,
+                 total_, what.c_str());
+    if (done_ == total_) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::size_t total_, done_ = 0;
+  bool tty_;
+};
+
+std::string now_utc() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"duet-bench: softmax effective bandwidth against the copy ceiling"};
+  std::string device_label, json_path, csv_path, sweep = "cold", commit = "unknown";
+  std::vector<std::string> dtypes{"f32"};
+  std::vector<std::string> ops_list{"softmax"};
+  std::vector<std::int64_t> cols_list;
+  double mbytes = 256;
+  std::int64_t fixed_rows = 0;
+  int warmup = 5, repeats = 30;
+  bool hot = false, check = true;
+  app.add_option("--device", device_label, "device label (cuda:0, hip:0, host); default: the first GPU");
+  app.add_option("--sweep", sweep, "cold: 256 MB inputs, N = 32..1M; tutorial: M = 4096, N = 256..12544 (the Triton tutorial's)")
+      ->check(CLI::IsMember({"cold", "tutorial"}));
+  app.add_option("--cols", cols_list, "row lengths to run instead of the sweep's");
+  app.add_option("--rows", fixed_rows, "fixed row count (default: from --mbytes)");
+  app.add_option("--mbytes", mbytes, "input size in MB (1e6 bytes) when rows are not fixed")->check(CLI::PositiveNumber);
+  app.add_option("--dtype", dtypes, "f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--op", ops_list, "softmax, log_softmax, softmax_backward, log_softmax_backward")
+      ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}));
+  app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
+  app.add_option("--repeats", repeats, "timed launches (median reported)")->check(CLI::PositiveNumber);
+  app.add_flag("--hot", hot, "reuse one input set (L2-resident when small), as the Triton tutorial does");
+  app.add_flag("!--no-check", check, "skip the correctness check");
+  app.add_option("--json", json_path, "write results as JSON");
+  app.add_option("--csv", csv_path, "write results as CSV");
+  app.add_option("--commit", commit, "commit id recorded with the results");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    const duet::Device dev = device_label.empty() ? duet::default_device() : duet::device(device_label);
+    const auto& props = dev.props();
+    const auto& ops = duet::detail::backend(dev.backend());
+    if (sweep == "tutorial" && fixed_rows == 0) fixed_rows = 4096;
+    if (cols_list.empty()) {
+      if (sweep == "tutorial")
+        for (std::int64_t n = 256; n <= 12544; n += 384) cols_list.push_back(n);
+      else
+        for (std::int64_t n = 32; n <= (1 << 20); n *= 2) {
+          cols_list.push_back(n);
+          if (n >= 1024 && n <= 16384) cols_list.push_back(n * 3 / 2);
+        }
+    }
+
+    // Copy ceiling: a device-to-device copy several times the L2.
+    const std::size_t copy_bytes = std::max<std::size_t>(std::size_t(1) << 30, std::size_t(props.l2_bytes) * 8);
+    double copy_gbps = 0;
+    {
+      duet::Buffer a(dev, copy_bytes), b(dev, copy_bytes);
+      a.fill(1);
+      const Timing t = time_it(dev, 3, 20, 1, [&](int) {
+        ops.copy_device_to_device(dev.ordinal(), b.data(), a.data(), copy_bytes, nullptr);
+      });
+      copy_gbps = 2.0 * copy_bytes / (t.median_ms * 1e-3) / 1e9;
+    }
+    std::printf("device %s: %s (%s), %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (read + write)\n", dev.label().c_str(),
+                props.name.c_str(), props.arch.c_str(), props.sm_count, props.l2_bytes / 1e6, copy_gbps);
+
+    json results = json::array();
+    std::vector<std::string> csv{"op,dtype,rows,cols,variant,median_ms,min_ms,max_ms,gbps,ratio,check_error"};
+    Progress progress(cols_list.size() * dtypes.size() * ops_list.size());
+    std::printf("%-22s %-5s %9s %9s %-34s %9s %9s %6s\n", "op", "dtype", "rows", "cols", "variant", "ms", "GB/s", "ratio");
+    std::mt19937_64 rng(1234);
+    for (const auto& op_name : ops_list)
+      for (const auto& dt_name : dtypes)
+        for (std::int64_t cols : cols_list) {
+          const duet::DType dt = duet::dtype_from_string(dt_name);
+          const bool bwd = op_name.find("backward") != std::string::npos;
+          const duet::Op op = op_name.rfind("log", 0) == 0 ? duet::Op::log_softmax : duet::Op::softmax;
+          const int es = duet::dtype_size(dt);
+          const std::int64_t rows =
+              fixed_rows > 0 ? fixed_rows : std::max<std::int64_t>(1, static_cast<std::int64_t>(mbytes * 1e6 / (double(cols) * es)));
+          const std::size_t bytes = std::size_t(rows * cols) * es;
+          // Rotate over enough sets that consecutive launches never find their input in L2.
+          const int sets = hot ? 1 : static_cast<int>(std::clamp<std::int64_t>(3 * props.l2_bytes / std::max<std::size_t>(bytes, 1) + 2, 2, 16));
+          std::vector<duet::Buffer> xs, gs, outs;
+          std::normal_distribution<float> dist(0.0f, 4.0f);
+          std::vector<float> host(std::min<std::size_t>(std::size_t(rows * cols), std::size_t(1) << 22));
+          for (auto& v : host) v = dist(rng);
+          const auto encoded = duet::reference::encode(host, dt);
+          for (int s = 0; s < sets; ++s) {
+            xs.emplace_back(dev, bytes);
+            for (std::size_t off = 0; off < bytes; off += encoded.size())
+              xs.back().upload(encoded.data(), std::min(encoded.size(), bytes - off), off);
+            if (bwd) {
+              gs.emplace_back(dev, bytes);
+              for (std::size_t off = 0; off < bytes; off += encoded.size())
+                gs.back().upload(encoded.data(), std::min(encoded.size(), bytes - off), off);
+            }
+            outs.emplace_back(dev, bytes);
+          }
+          duet::SoftmaxCall call;
+          call.op = op;
+          call.backward = bwd;
+          call.dtype = dt;
+          call.rows = rows;
+          call.cols = cols;
+          call.x_stride = call.out_stride = call.dy_stride = cols;
+          auto launch = [&](int s) {
+            call.x = xs[std::size_t(s)].data();
+            call.out = outs[std::size_t(s)].data();
+            if (bwd) call.dy = gs[std::size_t(s)].data();
+            duet::run(dev, call);
+          };
+          call.x = xs[0].data();
+          call.out = outs[0].data();
+          if (bwd) call.dy = gs[0].data();
+          const std::string variant = duet::variant_name(duet::plan_for(dev, call).kernel);
+          double check_error = -1;
+          if (check) {
+            // Check the first rows (up to 4M elements) of set 0 against the double reference.
+            outs[0].fill(0xff);
+            launch(0);
+            duet::synchronize(dev);
+            const std::int64_t crows = std::min<std::int64_t>(rows, std::max<std::int64_t>(1, (1 << 22) / cols));
+            std::vector<std::uint8_t> raw(std::size_t(crows * cols) * es);
+            xs[0].download(raw.data(), raw.size());
+            const auto x = duet::reference::decode(raw.data(), std::size_t(crows * cols), dt);
+            outs[0].download(raw.data(), raw.size());
+            const auto got = duet::reference::decode(raw.data(), std::size_t(crows * cols), dt);
+            std::vector<double> want;
+            if (bwd) {
+              gs[0].download(raw.data(), raw.size());
+              const auto g = duet::reference::decode(raw.data(), std::size_t(crows * cols), dt);
+              want = duet::reference::backward(x, g, crows, cols, op);
+            } else {
+              want = duet::reference::forward(x, crows, cols, op);
+            }
+            const auto c = duet::reference::compare(got, want, crows, cols, duet::reference::default_tolerance(dt));
+            // Backward on random (non-softmax) y is only a timing input: report, don't fail.
+            check_error = c.worst;
+            if (!c.ok && !bwd) {
+              std::fprintf(stderr, "\nduet-bench: WRONG RESULT %s %s %lldx%lld: %s\n", op_name.c_str(), dt_name.c_str(),
+                           static_cast<long long>(rows), static_cast<long long>(cols), c.first_failure.c_str());
+              return 1;
+            }
+          }
+          const Timing t = time_it(dev, warmup, repeats, sets, launch);
+          const double moved = double(bytes) * (bwd ? 3 : 2);
+          const double gbps = moved / (t.median_ms * 1e-3) / 1e9;
+          std::printf("%-22s %-5s %9lld %9lld %-34s %9.4f %9.0f %6.3f\n", op_name.c_str(), dt_name.c_str(),
+                      static_cast<long long>(rows), static_cast<long long>(cols), variant.c_str(), t.median_ms, gbps,
+                      gbps / copy_gbps);
+          results.push_back({{"op", op_name}, {"dtype", dt_name}, {"rows", rows}, {"cols", cols}, {"variant", variant},
+                             {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gbps", gbps},
+                             {"ratio", gbps / copy_gbps}, {"input_sets", sets}, {"check_error", check_error}});
+          csv.push_back(op_name + "," + dt_name + "," + std::to_string(rows) + "," + std::to_string(cols) + "," + variant +
+                        "," + std::to_string(t.median_ms) + "," + std::to_string(t.min_ms) + "," +
+                        std::to_string(t.max_ms) + "," + std::to_string(gbps) + "," + std::to_string(gbps / copy_gbps) +
+                        "," + std::to_string(check_error));
+          progress.step(op_name + " " + dt_name + " N=" + std::to_string(cols));
+        }
+    json doc = {{"tool", "duet-bench"},
+                {"duet_version", DUET_VERSION},
+                {"commit", commit},
+                {"date", now_utc()},
+                {"sweep", sweep},
+                {"hot", hot},
+                {"device", {{"label", dev.label()}, {"name", props.name}, {"arch", props.arch}, {"sm_count", props.sm_count},
+                            {"l2_bytes", props.l2_bytes}, {"driver_version", props.driver_version},
+                            {"runtime_version", props.runtime_version}}},
+                {"copy_gbps", copy_gbps},
+                {"warmup", warmup},
+                {"repeats", repeats},
+                {"results", results}};
+    if (!json_path.empty()) std::ofstream(json_path) << doc.dump(1) << "\n";
+    if (!csv_path.empty()) {
+      std::ofstream out(csv_path);
+      for (const auto& line : csv) out << line << "\n";
+    }
+    return 0;
+  } catch (const duet::Error& e) {
+    std::fprintf(stderr, "duet-bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,293 @@
+// deviceinfo: every device of every built backend, in the aligned
+// `key: value` style of deviceQuery / hipInfo, or as JSON; and the launch
+// plan duet would pick for a shape (--plan), also for devices described by a
+// property file (--props) on a machine without them.
+//
+// Exit codes: 0 success (zero GPUs included), 1 API error, 2 bad usage.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "duet/config.hpp"
+#include "duet/device.hpp"
+#include "duet/error.hpp"
+#include "duet/kernel_resources.hpp"
+#include "duet/planner.hpp"
+#include "duet/props_json.hpp"
+#include "duet/softmax.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Entry {
+  std::string label;                 // "cuda:0" or the property file
+  duet::DeviceProps props;
+  std::optional<duet::Device> live;  // present for a live device
+};
+
+std::string version_string(int v) {
+  if (v <= 0) return "n/a";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+std::string bytes_string(std::int64_t b) {
+  char buf[64];
+  if (b >= (std::int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%lld (%.1f GiB)", static_cast<long long>(b), b / 1073741824.0);
+  else if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%lld (%.1f MiB)", static_cast<long long>(b), b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%lld (%.1f KiB)", static_cast<long long>(b), b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(b));
+  return buf;
+}
+
+void print_kv(const std::string& key, const std::string& value) {
+  std::printf("  %-28s %s\n", (key + ":").c_str(), value.c_str());
+}
+
+void print_props(int index, const Entry& e) {
+  const auto& d = e.props;
+  std::printf("Device %d: \"%s\" (%s)\n", index, d.name.c_str(), e.label.c_str());
+  print_kv("vendor", std::string(duet::to_string(d.vendor)));
+  print_kv("backend", std::string(duet::to_string(d.backend)));
+  print_kv("arch", d.arch);
+  print_kv("family", d.family);
+  if (d.is_gpu()) print_kv("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
+  print_kv(d.is_gpu() ? "sm_count" : "cores", std::to_string(d.sm_count));
+  print_kv(d.is_gpu() ? "warp_size" : "simd_float_lanes", std::to_string(d.warp_size));
+  if (d.is_gpu()) {
+    print_kv("regs_per_sm", std::to_string(d.regs_per_sm));
+    print_kv("regs_per_block", std::to_string(d.regs_per_block));
+    if (d.vendor == duet::Vendor::amd) print_kv("register_pool", std::string(duet::to_string(d.register_pool)));
+    print_kv("max_threads_per_block", std::to_string(d.max_threads_per_block));
+    print_kv("max_threads_per_sm", std::to_string(d.max_threads_per_sm));
+    print_kv("max_blocks_per_sm", std::to_string(d.max_blocks_per_sm));
+    print_kv("smem_per_sm", bytes_string(d.smem_per_sm));
+    print_kv("smem_per_block", bytes_string(d.smem_per_block));
+    print_kv("smem_per_block_optin", bytes_string(d.smem_per_block_optin));
+    print_kv("smem_reserved_per_block", bytes_string(d.smem_reserved_per_block));
+    print_kv("l2_bytes", bytes_string(d.l2_bytes));
+    print_kv("memory_bytes", bytes_string(d.memory_bytes));
+    print_kv("memory_bus_width_bits", std::to_string(d.memory_bus_width_bits));
+    print_kv("memory_clock_khz", std::to_string(d.memory_clock_khz));
+    char bw[32];
+    std::snprintf(bw, sizeof bw, "%.0f GB/s", d.peak_bandwidth_gbps());
+    print_kv("peak_bandwidth", bw);
+    print_kv("driver_version", version_string(d.driver_version));
+    print_kv("runtime_version", version_string(d.runtime_version));
+  } else {
+    print_kv("simd_width_bytes", std::to_string(d.simd_width_bytes));
+    print_kv("l1d_bytes", bytes_string(d.l1d_bytes));
+    print_kv("l2_bytes", bytes_string(d.l2_bytes));
+    print_kv("l3_bytes", bytes_string(d.l3_bytes));
+    print_kv("memory_bytes", bytes_string(d.memory_bytes));
+  }
+  print_kv("source", d.source);
+}
+
+struct PlanRequest {
+  std::int64_t rows = 0, cols = 0;
+  duet::DType dtype = duet::DType::f32;
+};
+
+PlanRequest parse_plan(const std::string& s) {
+  static const std::regex re(R"((\d+)x(\d+)(?::(\w+))?)");
+  std::smatch m;
+  if (!std::regex_match(s, m, re))
+    throw CLI::ValidationError("--plan", "expected ROWSxCOLS[:dtype], e.g. 4096x8192:bf16, got '" + s + "'");
+  PlanRequest p;
+  try {
+    p.rows = std::stoll(m[1]);
+    p.cols = std::stoll(m[2]);
+  } catch (const std::exception&) {
+    throw CLI::ValidationError("--plan", "sizes out of range in '" + s + "'");
+  }
+  if (m[3].matched) {
+    try {
+      p.dtype = duet::dtype_from_string(m[3]);
+    } catch (const duet::Error& e) {
+      throw CLI::ValidationError("--plan", e.what());
+    }
+  }
+  return p;
+}
+
+json occupancy_json(const duet::Occupancy& o) {
+  return {{"blocks_per_sm", o.blocks_per_sm}, {"limiter", std::string(duet::to_string(o.limiter))},
+          {"by_registers", o.by_registers},    {"by_shared_memory", o.by_shared_memory},
+          {"by_warps", o.by_warps},            {"by_blocks", o.by_blocks},
+          {"note", o.note}};
+}
+
+json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
+  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, req.cols % duet::dtype_vec16(req.dtype) == 0};
+  duet::AttributeSource source;
+  if (e.live && e.live->is_gpu()) {
+    // The live kernel's own attributes (cudaFuncGetAttributes).
+    const duet::Device dev = *e.live;
+    source = [dev](int v, bool f) { return duet::live_kernel_attributes(dev, v, f); };
+  } else if (e.props.is_gpu()) {
+    const duet::DeviceProps props = e.props;
+    source = [props](int v, bool f) { return duet::recorded_kernel_attributes(props, v, f); };
+  } else {
+    const duet::Device dev = *e.live;
+    source = [dev](int v, bool f) { return duet::live_kernel_attributes(dev, v, f); };
+  }
+  const duet::Plan p = duet::plan_softmax(e.props, shape, source);
+  json j = {{"device", e.label},
+            {"rows", req.rows},
+            {"cols", req.cols},
+            {"dtype", duet::to_string(req.dtype)},
+            {"backward", backward},
+            {"variant", duet::variant_name(p.kernel)},
+            {"why", p.why},
+            {"registers_per_thread", p.attributes.regs_per_thread},
+            {"agprs_per_thread", p.attributes.agprs_per_thread},
+            {"static_smem_bytes", p.attributes.static_smem_bytes},
+            {"dynamic_smem_bytes", p.launch.dynamic_smem_bytes},
+            {"attributes_from", p.attributes.source},
+            {"exact", occupancy_json(p.exact)},
+            {"tutorial", occupancy_json(p.tutorial)},
+            {"grid", p.geometry.grid},
+            {"block", p.geometry.block},
+            {"rows_per_block", p.rows_per_block}};
+  if (p.kernel.strategy == duet::Strategy::split_row)
+    j["split"] = {{"chunks_per_row", p.chunks_per_row}, {"chunk_elems", p.chunk_elems}, {"workspace_bytes", p.workspace_bytes}};
+  if (e.live && e.live->is_gpu())
+    j["vendor_occupancy"] = duet::live_occupancy(*e.live, p.variant, false, p.launch.threads_per_block,
+                                                 p.launch.dynamic_smem_bytes);
+  return j;
+}
+
+void print_plan(const json& j) {
+  std::printf("Plan for %s: %lld x %lld %s%s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
+              j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(),
+              j["backward"].get<bool>() ? " backward" : "");
+  print_kv("variant", j["variant"].get<std::string>());
+  print_kv("why", j["why"].get<std::string>());
+  std::string regs = std::to_string(j["registers_per_thread"].get<int>());
+  if (j["agprs_per_thread"].get<int>() > 0) regs += " VGPRs + " + std::to_string(j["agprs_per_thread"].get<int>()) + " AGPRs";
+  print_kv("registers_per_thread", regs + " (" + j["attributes_from"].get<std::string>() + ")");
+  print_kv("shared_memory", std::to_string(j["static_smem_bytes"].get<long long>()) + " B static + " +
+                                std::to_string(j["dynamic_smem_bytes"].get<long long>()) + " B dynamic");
+  for (const char* model : {"exact", "tutorial"}) {
+    const auto& o = j[model];
+    print_kv(std::string(model) + "_occupancy",
+             std::to_string(o["blocks_per_sm"].get<int>()) + " blocks/SM, limited by " + o["limiter"].get<std::string>() +
+                 " (regs " + std::to_string(o["by_registers"].get<int>()) + ", smem " +
+                 std::to_string(o["by_shared_memory"].get<int>()) + ", warps " + std::to_string(o["by_warps"].get<int>()) +
+                 ", blocks " + std::to_string(o["by_blocks"].get<int>()) + ")");
+  }
+  if (j.contains("vendor_occupancy")) print_kv("vendor_occupancy", std::to_string(j["vendor_occupancy"].get<int>()) + " blocks/SM");
+  print_kv("launch", "grid " + std::to_string(j["grid"].get<long long>()) + " x block " +
+                         std::to_string(j["block"].get<int>()) + " (" + std::to_string(j["rows_per_block"].get<int>()) +
+                         " rows a block)");
+  if (j.contains("split"))
+    print_kv("split", std::to_string(j["split"]["chunks_per_row"].get<int>()) + " chunks of " +
+                          std::to_string(j["split"]["chunk_elems"].get<long long>()) + " elements, workspace " +
+                          std::to_string(j["split"]["workspace_bytes"].get<long long>()) + " B");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"deviceinfo: duet's view of every device, and the launch plan it would pick"};
+  bool as_json = false, require_gpu = false, backward = false;
+  std::optional<int> device_index;
+  std::vector<std::string> props_files;
+  std::vector<std::string> plans;
+  app.add_flag("--json", as_json, "print JSON (stable snake_case keys) instead of text");
+  app.add_option("--device", device_index, "only device N (index in the list)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--require-gpu", require_gpu, "exit 1 when no GPU is found");
+  app.add_option("--props", props_files, "describe a device that is not present, from a JSON property file")
+      ->check(CLI::ExistingFile);
+  app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16]");
+  app.add_flag("--backward", backward, "plan the backward kernels");
+  try {
+    app.parse(argc, argv);
+    std::vector<PlanRequest> requests;
+    for (const auto& p : plans) requests.push_back(parse_plan(p));
+
+    std::vector<Entry> entries;
+    for (const auto& f : props_files) entries.push_back({f, duet::load_props_file(f), std::nullopt});
+    const bool only_files = !props_files.empty();
+    if (!only_files)
+      for (const auto& d : duet::devices()) entries.push_back({d.label(), d.props(), d});
+    if (device_index) {
+      if (*device_index >= static_cast<int>(entries.size())) {
+        std::fprintf(stderr, "deviceinfo: device %d does not exist (%zu found)\n", *device_index, entries.size());
+        return 1;
+      }
+      entries = {entries[static_cast<std::size_t>(*device_index)]};
+    }
+    const int gpus = duet::gpu_count();
+    if (require_gpu && gpus == 0) {
+      std::string why;
+      for (const auto& b : duet::backend_info())
+        if (b.kind != duet::BackendKind::host) why += " " + std::string(duet::to_string(b.kind)) + ": " + b.no_device_reason + ";";
+      std::fprintf(stderr, "deviceinfo: no GPU found (--require-gpu);%s\n", why.c_str());
+      return 1;
+    }
+
+    json out = {{"devices", json::array()}, {"backends", json::array()}, {"plans", json::array()}};
+    std::vector<json> plan_json;
+    for (const auto& e : entries) {
+      const bool host_beside_gpus = !e.props.is_gpu() && gpus > 0 && !device_index;  // plan the GPUs only
+      if (!host_beside_gpus)
+        for (const auto& r : requests) plan_json.push_back(plan_entry(e, r, backward));
+    }
+
+    const auto infos = duet::backend_info();
+    if (as_json) {
+      for (const auto& e : entries) {
+        json d = json::parse(duet::props_to_json(e.props));
+        d["label"] = e.label;
+        out["devices"].push_back(d);
+      }
+      for (const auto& b : infos)
+        out["backends"].push_back({{"backend", duet::to_string(b.kind)},
+                                   {"device_count", b.device_count},
+                                   {"runtime_version", b.runtime_version},
+                                   {"driver_version", b.driver_version},
+                                   {"targets", b.targets},
+                                   {"no_device_reason", b.no_device_reason}});
+      for (auto& p : plan_json) out["plans"].push_back(p);
+      out["version"] = DUET_VERSION;
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      print_props(static_cast<int>(i), entries[i]);
+      std::printf("\n");
+    }
+    for (const auto& p : plan_json) {
+      print_plan(p);
+      std::printf("\n");
+    }
+    std::string summary;
+    for (const auto& b : infos) {
+      summary += (summary.empty() ? "" : ", ") + std::string(duet::to_string(b.kind));
+      if (b.kind != duet::BackendKind::host)
+        summary += " (runtime " + version_string(b.runtime_version) + ", driver " + version_string(b.driver_version) +
+                   ", targets " + b.targets + ", " + std::to_string(b.device_count) + " device" +
+                   (b.device_count == 1 ? "" : "s") + ")";
+    }
+    std::printf("duet %s: backends %s; %d GPU%s, %zu device%s listed\n", DUET_VERSION, summary.c_str(), gpus,
+                gpus == 1 ? "" : "s", entries.size(), entries.size() == 1 ? "" : "s");
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const duet::Error& e) {
+    std::fprintf(stderr, "deviceinfo: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "deviceinfo: %s\n", e.what());
+    return 1;
+  }
+}
