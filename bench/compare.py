@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""duet against torch.softmax on the same tensors, in one process.
+
+Each point: a fresh input several times the L2 (256 MB by default, two input
+sets rotated), torch's result checked against duet's, both timed with CUDA
+events (warm-up, then the median of many launches). Writes JSON and a PNG
+like the Triton tutorial's: GB/s against N, one line per provider, the
+copy ceiling measured in the same run drawn across.
+
+    DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/compare.py --out bench/results/h200
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+import duet
+
+
+def time_ms(fn, sets, warmup=5, repeats=30):
+    for i in range(warmup):
+        fn(i % sets)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(repeats):
+        start.record()
+        fn(i % sets)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def copy_ceiling():
+    a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = time_ms(lambda _: b.copy_(a), 1, 3, 20)
+    return 2 * a.numel() / (ms * 1e-3) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, help="path prefix for .json and .png")
+    ap.add_argument("--mbytes", type=float, default=256)
+    ap.add_argument("--dtypes", default="float32,bfloat16,float16")
+    ap.add_argument("--cols", default="")
+    ap.add_argument("--tutorial", action="store_true", help="M=4096, N=256..12544, one input reused (as the tutorial)")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile'd softmax")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    ceiling = copy_ceiling()
+    if args.cols:
+        cols = [int(c) for c in args.cols.split(",")]
+    elif args.tutorial:
+        cols = list(range(256, 12545, 384))
+    else:
+        cols = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384, 32768, 65536, 131072, 262144, 1048576]
+    compiled = None
+    if args.compile:
+        try:
+            compiled = torch.compile(lambda t: torch.softmax(t, -1))
+        except Exception as e:  # offline builds may lack a compiler toolchain
+            print("torch.compile unavailable:", e, file=sys.stderr)
+    rows_out = []
+    for dt_name in args.dtypes.split(","):
+        dt = getattr(torch, dt_name)
+        for n in cols:
+            esize = torch.tensor([], dtype=dt).element_size()
+            m = 4096 if args.tutorial else max(1, int(args.mbytes * 1e6 / (n * esize)))
+            sets = 1 if args.tutorial else 2
+            xs = [torch.randn(m, n, device="cuda", dtype=dt) * 4 for _ in range(sets)]
+            ys = [torch.empty_like(x) for x in xs]
+            ref = torch.softmax(xs[0], -1)
+            got = duet.softmax(xs[0])
+            err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            tol = 1e-5 if dt == torch.float32 else 1e-2
+            if not err <= tol:
+                print(f"MISMATCH {dt_name} {m}x{n}: {err}", file=sys.stderr)
+                sys.exit(1)
+            moved = 2 * m * n * esize
+            t_duet = time_ms(lambda i: duet.softmax(xs[i], out=ys[i]), sets)
+            t_torch = time_ms(lambda i: torch.softmax(xs[i], -1), sets)
+            row = {"dtype": dt_name, "M": m, "N": n, "duet_GBps": moved / t_duet / 1e6,
+                   "torch_GBps": moved / t_torch / 1e6, "max_rel_err_vs_torch": err}
+            if compiled is not None:
+                try:
+                    row["torch_compile_GBps"] = moved / time_ms(lambda i: compiled(xs[i]), sets) / 1e6
+                except Exception as e:
+                    print("torch.compile failed:", e, file=sys.stderr)
+                    compiled = None
+            row["duet_ratio"] = row["duet_GBps"] / ceiling
+            rows_out.append(row)
+            print(f"{dt_name:9s} M={m:8d} N={n:8d} duet {row['duet_GBps']:7.0f} GB/s ({row['duet_ratio']:.3f})"
+                  f"  torch {row['torch_GBps']:7.0f} GB/s", flush=True)
+            del xs, ys, ref, got
+            torch.cuda.empty_cache()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = ""
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "date": time.strftime("%Y-%m-%d"), "commit": commit or "unknown", "copy_GBps": ceiling,
+           "mode": "tutorial (M=4096, hot)" if args.tutorial else f"cold ({args.mbytes} MB inputs, 2 sets rotated)",
+           "rows": rows_out}
+    with open(args.out + ".json", "w") as f:
+        json.dump(doc, f, indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(args.dtypes.split(",")), figsize=(6 * len(args.dtypes.split(",")), 4.5), squeeze=False)
+        for ax, dt_name in zip(axes[0], args.dtypes.split(",")):
+            rs = [r for r in rows_out if r["dtype"] == dt_name]
+            ax.plot([r["N"] for r in rs], [r["duet_GBps"] for r in rs], "o-", label="duet")
+            ax.plot([r["N"] for r in rs], [r["torch_GBps"] for r in rs], "s-", label="torch.softmax")
+            if any("torch_compile_GBps" in r for r in rs):
+                ax.plot([r["N"] for r in rs if "torch_compile_GBps" in r],
+                        [r["torch_compile_GBps"] for r in rs if "torch_compile_GBps" in r], "^-", label="torch.compile")
+            ax.axhline(ceiling, color="gray", linestyle="--", label=f"copy ceiling {ceiling:.0f} GB/s")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("N (row length)")
+            ax.set_ylabel("GB/s (2*M*N*bytes / time)")
+            ax.set_title(f"softmax {dt_name}, {doc['device']}")
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+        fig.suptitle(f"{doc['mode']}, duet {doc['commit']}, {doc['date']}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(args.out + ".png", dpi=110)
+    except ImportError:
+        print("matplotlib not available: no plot", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
