@@ -41,6 +41,10 @@ template <> __device__ __forceinline__ f16_t from_float<f16_t>(float v) {
   return f16_t{__half_as_ushort(__float2half_rn(v))};
 }
 template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // One cvt.rn.bf16.f32 on sm_80+ instead of the integer rounding below.
+  return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+#endif
   // Round to nearest even; NaN stays a quiet NaN.
   unsigned u = __float_as_uint(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{static_cast<unsigned short>((u >> 16) | 0x0040u)};
@@ -58,10 +62,24 @@ struct alignas(sizeof(T) * VEC) Pack {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -__builtin_huge_valf();
 
-// exp(x - m) as exp2((x - m) * log2 e): one subtraction, one multiply, and
-// the hardware exp2 (ex2.approx on NVIDIA, v_exp_f32 on AMD), whose float32
-// accuracy (2 ulp) is what PyTorch's own kernels get from expf.
-__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2f((x - m) * kLog2e); }
+// 2^x on the hardware unit. NVIDIA: ex2.approx.ftz.f32 (MUFU.EX2, about 2
+// ulp; results below 2^-126 flush to zero), which plain exp2f wraps in extra
+// denormal fix-up instructions that showed up as an instruction-bound 16-bit
+// path (bench/NOTES.md). AMD: exp2f is v_exp_f32 already.
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+// exp(x - m) = 2^(x log2e - m log2e): one FFMA and the hardware exp2.
+// Relative error about |x - m| * 2^-24 from the FFMA's rounding plus the
+// unit's 2 ulp: under 1e-5 for every argument whose result is not negligible.
+__device__ __forceinline__ float exp_shifted(float x, float m) { return fast_exp2(fmaf(x, kLog2e, -m * kLog2e)); }
 
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -119,7 +137,7 @@ __device__ __forceinline__ float forward_value(float x, float m, float inv_s, fl
 // Backward: softmax dx = y (dy - sum(dy y)); log_softmax dx = dy - exp(y) sum(dy).
 __device__ __forceinline__ float backward_term(float y, float dy, int log) { return log ? dy : dy * y; }
 __device__ __forceinline__ float backward_value(float y, float dy, float sum, int log) {
-  return log ? dy - exp2f(y * kLog2e) * sum : y * (dy - sum);
+  return log ? dy - fast_exp2(y * kLog2e) * sum : y * (dy - sum);
 }
 
 template <class T, int VEC>

@@ -86,6 +86,7 @@ inline auto memory_type(const hipPointerAttribute_t& a) { return a.memoryType; }
 
 #else  // ------------------------------------------------------------ CUDA
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace duet::vendor {

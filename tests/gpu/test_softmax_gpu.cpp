@@ -54,7 +54,11 @@ TEST_CASE("every strategy boundary, dtype and direction matches the double refer
           c.dtype = dt;
           c.cols = cols;
           c.rows = rows_for(cols);
-          expect_ok(c, run_case(dev, c));
+          try {
+            expect_ok(c, run_case(dev, c));
+          } catch (const std::exception& e) {
+            FAIL_CHECK(c.name(), " threw: ", e.what());
+          }
         }
 }
 
@@ -143,7 +147,7 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
   const DeviceProps& p = dev.props();
   std::ofstream table;
   if (const char* path = std::getenv("DUET_OCCUPANCY_TABLE")) table.open(path);
-  if (table) table << "variant,threads,dynamic_smem,regs,static_smem,exact,vendor,tutorial,limiter\n";
+  if (table) table << "variant;threads;dynamic_smem;regs;static_smem;exact;vendor;tutorial;limiter\n";
   int disagreements = 0;
   for (int v = 0; v < kVariantCount; ++v) {
     const Variant& var = kCatalogue[static_cast<std::size_t>(v)];
@@ -163,8 +167,8 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
         const Occupancy tu = tutorial_occupancy(p, a, {threads, smem});
         const int vendor = live_occupancy(dev, v, fin, threads, smem);
         if (table)
-          table << a.name << "," << threads << "," << smem << "," << a.regs_per_thread << "," << a.static_smem_bytes << ","
-                << ex.blocks_per_sm << "," << vendor << "," << tu.blocks_per_sm << "," << to_string(ex.limiter) << "\n";
+          table << a.name << ";" << threads << ";" << smem << ";" << a.regs_per_thread << ";" << a.static_smem_bytes << ";"
+                << ex.blocks_per_sm << ";" << vendor << ";" << tu.blocks_per_sm << ";" << to_string(ex.limiter) << "\n";
         if (ex.blocks_per_sm != vendor) {
           ++disagreements;
           MESSAGE(a.name, " threads ", threads, " smem ", smem, ": exact ", ex.blocks_per_sm, " vendor ", vendor);
