@@ -5,7 +5,7 @@ if(NOT CMAKE_CUDA_HOST_COMPILER)
   set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
 endif()
 # CMake 3.25 does not know nvcc 13's C++20 flag (CUDA_STANDARD 20 fails its
-# compiler check), so the standard is passed as a plain option below.
+# compiler check); the GPU sources are C++17, the rest of duet C++20.
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
@@ -15,5 +15,5 @@ set_target_properties(duet_cuda PROPERTIES CUDA_ARCHITECTURES "${DUET_CUDA_ARCHI
 target_include_directories(duet_cuda PRIVATE ${DUET_BACKEND_INCLUDES})
 target_compile_definitions(duet_cuda PRIVATE DUET_VENDOR_CUDA DUET_NS=cuda
                                              DUET_GPU_TARGETS="${DUET_CUDA_TARGETS_STRING}")
-target_compile_options(duet_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-fPIC>)
+target_compile_options(duet_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fPIC>)
 target_link_libraries(duet_cuda PUBLIC duet_core CUDA::cudart_static)

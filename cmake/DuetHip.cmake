@@ -11,7 +11,7 @@ find_library(DUET_AMDHIP64 amdhip64 REQUIRED)
 set(_hip_out ${CMAKE_CURRENT_BINARY_DIR}/hip)
 file(MAKE_DIRECTORY ${_hip_out})
 set(_hip_flags -std=c++20 -O3 -fPIC -DDUET_VENDOR_HIP -DDUET_NS=hip
-               "-DDUET_GPU_TARGETS=\"${DUET_HIP_ARCHITECTURES}\"")
+               "-DDUET_GPU_TARGETS=\"${DUET_HIP_TARGETS_STRING}\"")
 foreach(_inc IN LISTS DUET_BACKEND_INCLUDES)
   list(APPEND _hip_flags -I${_inc})
 endforeach()
