@@ -40,6 +40,7 @@ duet::BackendKind to_kind(duet_backend_t b) {
     case DUET_BACKEND_HOST: return duet::BackendKind::host;
     case DUET_BACKEND_CUDA: return duet::BackendKind::cuda;
     case DUET_BACKEND_HIP: return duet::BackendKind::hip;
+    default: break;
   }
   throw duet::Error(duet::Status::invalid_argument, "unknown backend code " + std::to_string(static_cast<int>(b)));
 }

@@ -26,11 +26,19 @@ typedef enum duet_status_t {
   DUET_ERROR_VENDOR = 5,
   DUET_ERROR_IO = 6,
   DUET_ERROR_PARSE = 7,
-  DUET_ERROR_INTERNAL = 8
+  DUET_ERROR_INTERNAL = 8,
+  DUET_STATUS_MAX_ENUM = 0x7fffffff
 } duet_status_t;
 
-typedef enum duet_dtype_t { DUET_F32 = 0, DUET_F16 = 1, DUET_BF16 = 2 } duet_dtype_t;
-typedef enum duet_backend_t { DUET_BACKEND_HOST = 0, DUET_BACKEND_CUDA = 1, DUET_BACKEND_HIP = 2 } duet_backend_t;
+/* The *_MAX_ENUM members pin each enum to 32 bits, so any int a caller
+ * passes is a valid value to test (and reject) rather than undefined. */
+typedef enum duet_dtype_t { DUET_F32 = 0, DUET_F16 = 1, DUET_BF16 = 2, DUET_DTYPE_MAX_ENUM = 0x7fffffff } duet_dtype_t;
+typedef enum duet_backend_t {
+  DUET_BACKEND_HOST = 0,
+  DUET_BACKEND_CUDA = 1,
+  DUET_BACKEND_HIP = 2,
+  DUET_BACKEND_MAX_ENUM = 0x7fffffff
+} duet_backend_t;
 
 typedef struct duet_device_t {
   duet_backend_t backend;
