@@ -152,11 +152,16 @@ __device__ __forceinline__ Pack<T, VEC>* row_ptr(void* base, std::int64_t row, s
 // ---------------------------------------------------------------- group_rows
 // GROUP threads (1..32, a power of two) own a row; each keeps VPT vectors of
 // VEC elements in registers, so a row of up to GROUP*VPT*VEC elements is read
-// and written exactly once. Reductions are shuffles within the group.
+// and written exactly once. Reductions are shuffles within the group. Each
+// group takes ROWS rows per step and issues all their loads before the first
+// reduction, so every thread has at least 4 vectors in flight
+// (kGroupRowsRowsPerStep in softmax_variants.hpp).
 template <class T, int VEC, int GROUP, int VPT, bool BWD>
 __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs a) {
   using P = Pack<T, VEC>;
-  constexpr int kRowsPerBlock = kGroupRowsBlock / GROUP;
+  constexpr int ROWS = kGroupRowsRowsPerStep<VPT>;
+  constexpr int kSlots = kGroupRowsBlock / GROUP;       // groups in a block
+  constexpr int kRowsPerBlock = kSlots * ROWS;
   const int lane = threadIdx.x % GROUP;
   const int slot = threadIdx.x / GROUP;
   const std::int64_t nvec = a.cols / VEC;
@@ -164,63 +169,72 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
   // converged for the shuffles even when the last rows run out.
   for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < a.rows;
        base += std::int64_t(gridDim.x) * kRowsPerBlock) {
-    const std::int64_t row = base + slot;
-    const bool row_ok = row < a.rows;
-    const P* xr = row_ptr<T, VEC>(a.x, row_ok ? row : 0, a.x_stride);
-    P x[VPT];
-    P g[BWD ? VPT : 1];
+    P x[ROWS][VPT];
+    P g[ROWS][BWD ? VPT : 1];
 #pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const std::int64_t vi = std::int64_t(j) * GROUP + lane;
-      if (row_ok && vi < nvec) {
-        x[j] = xr[vi];
-        if constexpr (BWD) g[j] = row_ptr<T, VEC>(a.dy, row, a.dy_stride)[vi];
+    for (int r = 0; r < ROWS; ++r) {
+      const std::int64_t row = base + std::int64_t(r) * kSlots + slot;
+      const bool row_ok = row < a.rows;
+      const P* xr = row_ptr<T, VEC>(a.x, row_ok ? row : 0, a.x_stride);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const std::int64_t vi = std::int64_t(j) * GROUP + lane;
+        if (row_ok && vi < nvec) {
+          x[r][j] = xr[vi];
+          if constexpr (BWD) g[r][j] = row_ptr<T, VEC>(a.dy, row, a.dy_stride)[vi];
+        }
       }
     }
-    auto valid = [&](int j) { return row_ok && std::int64_t(j) * GROUP + lane < nvec; };
-    P* orow = row_ptr<T, VEC>(a.out, row_ok ? row : 0, a.out_stride);
-    if constexpr (!BWD) {
-      float m = kNegInf;
 #pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j))
+    for (int r = 0; r < ROWS; ++r) {
+      const std::int64_t row = base + std::int64_t(r) * kSlots + slot;
+      const bool row_ok = row < a.rows;
+      auto valid = [&](int j) { return row_ok && std::int64_t(j) * GROUP + lane < nvec; };
+      P* orow = row_ptr<T, VEC>(a.out, row_ok ? row : 0, a.out_stride);
+      if constexpr (!BWD) {
+        float m = kNegInf;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[j].v[e]));
-      m = group_reduce<GROUP>(m, MaxOp{});
-      float s = 0.0f;
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j))
 #pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j))
+            for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[r][j].v[e]));
+        m = group_reduce<GROUP>(m, MaxOp{});
+        float s = 0.0f;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
-      s = group_reduce<GROUP>(s, SumOp{});
-      const float inv_s = 1.0f / s;
-      const float log_s = logf(s);
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j))
 #pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j)) {
-          P o;
+            for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(x[r][j].v[e]), m);
+        s = group_reduce<GROUP>(s, SumOp{});
+        const float inv_s = 1.0f / s;
+        const float log_s = logf(s);
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), m, inv_s, log_s, a.log));
-          orow[std::int64_t(j) * GROUP + lane] = o;
-        }
-    } else {
-      float s = 0.0f;
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j)) {
+            P o;
 #pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j))
+            for (int e = 0; e < VEC; ++e)
+              o.v[e] = from_float<T>(forward_value(to_float(x[r][j].v[e]), m, inv_s, log_s, a.log));
+            orow[std::int64_t(j) * GROUP + lane] = o;
+          }
+      } else {
+        float s = 0.0f;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
-      s = group_reduce<GROUP>(s, SumOp{});
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j))
 #pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j)) {
-          P o;
+            for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), a.log);
+        s = group_reduce<GROUP>(s, SumOp{});
 #pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
-          orow[std::int64_t(j) * GROUP + lane] = o;
-        }
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j)) {
+            P o;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              o.v[e] = from_float<T>(backward_value(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), s, a.log));
+            orow[std::int64_t(j) * GROUP + lane] = o;
+          }
+      }
     }
   }
 }
@@ -479,6 +493,123 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
         orow[vi] = o;
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------- coop_row
+// Rows longer than one block's registers hold. A row is cut into chunks of
+// blockDim x VPT vectors, one block a chunk, and each chunk stays in
+// registers from its load to its store: the row is read once and written
+// once (split_row reads it twice). The blocks of a row exchange their
+// (max, sum) pairs through global memory: each publishes its pair, counts
+// itself in the row's arrival counter and waits until every chunk of the row
+// has arrived. Waiting on other blocks needs every block of the grid resident
+// at once, so the kernel is launched cooperatively
+// (cudaLaunchCooperativeKernel), which refuses a grid that cannot be resident
+// rather than deadlocking. Work items go to blocks in order, so a row's
+// chunks are running together or waiting only on blocks that are resident
+// and finishing earlier rows.
+// a.counters holds two unsigned counters a row (arrivals, departures), zero
+// between launches: the last block to leave a row resets both.
+template <class T, int VEC, int VPT, bool BWD>
+__global__ void __launch_bounds__(kCoopRowBlock) coop_row_kernel(SoftmaxArgs a) {
+  using P = Pack<T, VEC>;
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  __shared__ float row_stat[2];
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  const int chunks = a.chunks_per_row;
+  const std::int64_t items = a.rows * chunks;
+  const std::int64_t nvec = a.cols / VEC;
+  const std::int64_t chunk_vecs = std::int64_t(VPT) * nt;
+  for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const std::int64_t row = item / chunks;
+    const std::int64_t begin = (item % chunks) * chunk_vecs;
+    const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride);
+    const P* gr = BWD ? row_ptr<T, VEC>(a.dy, row, a.dy_stride) : nullptr;
+    P x[VPT];
+    P g[BWD ? VPT : 1];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const std::int64_t vi = begin + std::int64_t(j) * nt + tid;
+      if (vi < nvec) {
+        x[j] = xr[vi];
+        if constexpr (BWD) g[j] = gr[vi];
+      }
+    }
+    auto valid = [&](int j) { return begin + std::int64_t(j) * nt + tid < nvec; };
+    // This chunk's pair.
+    float m = kNegInf, s = 0.0f;
+    if constexpr (!BWD) {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+      m = block_reduce(m, scratch[0], MaxOp{});
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float xe = to_float(x[j].v[e]);
+            s += xe == kNegInf ? 0.0f : exp_shifted(xe, m);
+          }
+      s = block_reduce(s, scratch[1], SumOp{});
+    } else {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
+      s = block_reduce(s, scratch[0], SumOp{});
+    }
+    // Publish, then wait for the row's other chunks.
+    unsigned* arrivals = a.counters + 2 * row;
+    unsigned* departures = arrivals + 1;
+    volatile float* pairs = a.partials + 2 * row * chunks;
+    if (tid == 0) {
+      pairs[2 * (item % chunks)] = m;
+      pairs[2 * (item % chunks) + 1] = s;
+      __threadfence();
+      atomicAdd(arrivals, 1u);
+      while (*static_cast<volatile unsigned*>(arrivals) < unsigned(chunks)) {
+      }
+      __threadfence();
+      float rm = kNegInf, rs = 0.0f;
+      if constexpr (!BWD) {
+        for (int c = 0; c < chunks; ++c) rm = fmaxf(rm, pairs[2 * c]);
+        for (int c = 0; c < chunks; ++c) rs += rescale(pairs[2 * c + 1], pairs[2 * c], rm);
+      } else {
+        for (int c = 0; c < chunks; ++c) rs += pairs[2 * c + 1];
+      }
+      row_stat[0] = rm;
+      row_stat[1] = rs;
+      // The last block to leave the row resets its counters for the next launch.
+      if (atomicAdd(departures, 1u) == unsigned(chunks) - 1) {
+        *static_cast<volatile unsigned*>(arrivals) = 0u;
+        *static_cast<volatile unsigned*>(departures) = 0u;
+      }
+    }
+    __syncthreads();
+    const float rm = row_stat[0], rs = row_stat[1];
+    __syncthreads();  // row_stat is rewritten by the next item's thread 0
+    P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride);
+    const float inv_s = 1.0f / rs;
+    const float log_s = logf(rs);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+      if (valid(j)) {
+        P o;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          if constexpr (BWD)
+            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), rs, a.log));
+          else
+            o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), rm, inv_s, log_s, a.log));
+        }
+        orow[begin + std::int64_t(j) * nt + tid] = o;
+      }
   }
 }
 

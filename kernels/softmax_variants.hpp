@@ -27,6 +27,11 @@ enum class Strategy : int {
   // of a row to a running (max, sum) pair (online softmax), a second kernel
   // combines a row's pairs and writes the chunk. Reads twice, writes once.
   split_row = 2,
+  // Rows past one block's registers, read once: chunks of one block's
+  // registers each, the blocks of a row exchanging (max, sum) through global
+  // memory under a cooperative launch. Preferred over block_row's shared
+  // memory and split_row where the device supports cooperative launch.
+  coop_row = 3,
 };
 
 struct Variant {
@@ -42,6 +47,20 @@ struct Variant {
 inline constexpr int kGroupRowsBlock = 128;
 inline constexpr int kSplitRowBlock = 512;
 inline constexpr int kBlockRowMaxThreads = 1024;
+inline constexpr int kCoopRowBlock = 512;
+// Vectors a coop_row thread holds: forward 4, backward 2 (two tensors).
+constexpr int coop_row_vpt(bool backward) { return backward ? 2 : 4; }
+
+// Rows each group_rows thread loads before reducing the first: enough that
+// a thread has 4 vectors in flight (64 bytes). With one vector per thread per
+// row, 2048 resident threads kept only 32 KiB in flight per SM, about the
+// H200's bandwidth-latency product per SM, and measured 0.86 of copy.
+template <int VPT>
+inline constexpr int kGroupRowsRowsPerStep = VPT >= 4 ? 1 : 4 / VPT;  // device code reads this one
+constexpr int group_rows_rows_per_step(int vpt) { return vpt >= 4 ? 1 : 4 / vpt; }
+static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
+              kGroupRowsRowsPerStep<2> == group_rows_rows_per_step(2) &&
+              kGroupRowsRowsPerStep<8> == group_rows_rows_per_step(8));
 
 // Shapes of the group_rows family: (threads per row, vectors per thread).
 inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
@@ -59,7 +78,7 @@ constexpr int count_variants() {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 1;
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2;
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -80,6 +99,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         else
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
+        out[i++] = Variant{Strategy::coop_row, dt, bwd != 0, vec, 0, coop_row_vpt(bwd != 0)};
       }
   return out;
 }

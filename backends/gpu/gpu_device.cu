@@ -94,6 +94,7 @@ DeviceProps map_device_props(const cudaDeviceProp& p, const DeviceAttributeValue
   d.memory_clock_khz = std::max(a.memory_clock_khz, 0);
   d.driver_version = driver;
   d.runtime_version = runtime;
+  d.cooperative_launch = p.cooperativeLaunch != 0;
 #if defined(DUET_VENDOR_HIP)
   d.vendor = Vendor::amd;
   d.backend = BackendKind::hip;

@@ -108,6 +108,9 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   } else if (kernel == "block_row") {
     v.strategy = Strategy::block_row;
     v.vpt = to_int(m[4]);
+  } else if (kernel == "coop_row") {
+    v.strategy = Strategy::coop_row;
+    v.vpt = to_int(m[4]);
   } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
     v.strategy = Strategy::split_row;
     v.vpt = to_int(m[4]);
@@ -168,9 +171,12 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
         if (v < 0) continue;
         KernelAttributes a = attrs;
         a.name = variant_name(kCatalogue[static_cast<std::size_t>(v)]) + (fin ? ".finalize" : "");
-        a.max_threads_per_block = kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::group_rows ? kGroupRowsBlock
-                                  : kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::block_row ? kBlockRowMaxThreads
-                                                                                                            : kSplitRowBlock;
+        switch (kCatalogue[static_cast<std::size_t>(v)].strategy) {
+          case Strategy::group_rows: a.max_threads_per_block = kGroupRowsBlock; break;
+          case Strategy::block_row: a.max_threads_per_block = kBlockRowMaxThreads; break;
+          case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
+          case Strategy::coop_row: a.max_threads_per_block = kCoopRowBlock; break;
+        }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }
     }

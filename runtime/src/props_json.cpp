@@ -90,6 +90,7 @@ std::string props_to_json(const DeviceProps& d, int indent) {
       {"max_threads_per_sm", d.max_threads_per_sm},
       {"max_blocks_per_sm", d.max_blocks_per_sm},
       {"register_pool", std::string(to_string(d.register_pool))},
+      {"cooperative_launch", d.cooperative_launch},
       {"smem_per_sm", d.smem_per_sm},
       {"smem_per_block", d.smem_per_block},
       {"smem_per_block_optin", d.smem_per_block_optin},
@@ -141,6 +142,13 @@ DeviceProps props_from_json(const std::string& input, const std::string& origin)
   d.register_pool = p.contains("register_pool")
                         ? enumeration<RegisterPoolReport>(p, "register_pool", register_pool_report_from_string, origin)
                         : RegisterPoolReport::not_applicable;
+  // Every GPU duet's property files model supports cooperative launch
+  // (compute capability 6.0+, gfx9+); a file may say otherwise.
+  d.cooperative_launch = d.is_gpu();
+  if (p.contains("cooperative_launch")) {
+    if (!p["cooperative_launch"].is_boolean()) fail(origin, "field 'cooperative_launch' must be true or false");
+    d.cooperative_launch = p["cooperative_launch"].get<bool>();
+  }
   d.smem_per_sm = integer(p, "smem_per_sm", 0, kMaxBytes, origin);
   d.smem_per_block = integer(p, "smem_per_block", 0, kMaxBytes, origin);
   d.smem_per_block_optin = integer(p, "smem_per_block_optin", 0, kMaxBytes, origin);

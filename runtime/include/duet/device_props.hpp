@@ -47,6 +47,10 @@ struct DeviceProps {
   int max_threads_per_sm = 0;
   int max_blocks_per_sm = 0;
   RegisterPoolReport register_pool = RegisterPoolReport::not_applicable;
+  // All blocks of a grid that fits can be made resident at once
+  // (cudaDevAttrCooperativeLaunch); coop_row needs it. DUET_DISABLE_COOPERATIVE=1
+  // turns it off for live devices (then wide rows take split_row).
+  bool cooperative_launch = false;
 
   // Shared memory (LDS on AMD), bytes
   std::int64_t smem_per_sm = 0;

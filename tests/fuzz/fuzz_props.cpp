@@ -1,0 +1,285 @@
+// libFuzzer target: property-file parsing, and everything a parsed device
+// feeds (occupancy models, the softmax planner).
+//
+// Input: a JSON text, optionally followed by a NUL byte and parameter bytes.
+// A raw NUL is never valid JSON, so the split loses no document; the
+// parameter bytes (FuzzedDataProvider) choose extra kernel attributes, launch
+// shapes, softmax shapes and the attributes the planner's source returns.
+// Without them, a fixed set of realistic kernels and shapes is used.
+//
+// Findings: a crash, an ASan/UBSan report, an exception other than
+// duet::Error, or a violated invariant (FUZZ_CHECK).
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "duet/device_props.hpp"
+#include "duet/error.hpp"
+#include "duet/occupancy.hpp"
+#include "duet/planner.hpp"
+#include "duet/props_json.hpp"
+#include "fuzz_common.hpp"
+
+namespace {
+
+using namespace duet_fuzz;
+using duet::Plan;
+using duet::SoftmaxShape;
+using duet::Strategy;
+
+// ------------------------------------------------------------ parsing
+
+// What passes the parser is what props_json.hpp and the schema promise.
+void check_parsed(const DeviceProps& d) {
+  const std::string ctx = "parsed '" + d.name + "'";
+  FUZZ_CHECK(d.sm_count >= 1 && d.max_threads_per_block >= 1 && d.max_threads_per_sm >= 1 && d.max_blocks_per_sm >= 1,
+             ctx);
+  FUZZ_CHECK(d.smem_per_sm >= 0 && d.smem_per_block >= 0 && d.smem_per_block_optin >= 0 &&
+                 d.smem_reserved_per_block >= 0 && d.l2_bytes >= 0 && d.memory_bytes >= 0,
+             ctx);
+  FUZZ_CHECK(d.name.size() <= 4096 && d.arch.size() <= 4096 && d.family.size() <= 4096 && d.source.size() <= 4096,
+             ctx);
+  FUZZ_CHECK(!d.source.empty(), ctx);  // the origin stands in for a missing source
+  // Vendor and backend agree; a GPU has a GPU's warp and a register file.
+  FUZZ_CHECK(d.vendor != duet::Vendor::nvidia || d.backend == duet::BackendKind::cuda, ctx);
+  FUZZ_CHECK(d.vendor != duet::Vendor::amd || d.backend == duet::BackendKind::hip, ctx);
+  if (d.is_gpu()) {
+    FUZZ_CHECK(d.warp_size == 32 || d.warp_size == 64, ctx);
+    FUZZ_CHECK(d.regs_per_sm >= 1, ctx);
+    FUZZ_CHECK(d.smem_per_block_optin <= d.smem_per_sm, ctx);
+  }
+  const double bw = d.peak_bandwidth_gbps();
+  FUZZ_CHECK(bw >= 0.0 && bw == bw, ctx);  // finite, never negative or NaN
+}
+
+// Serialising a parsed device and parsing it again is lossless: the second
+// text is byte-identical to the first (pretty and compact).
+void check_round_trip(const DeviceProps& d) {
+  for (const int indent : {2, -1}) {
+    const std::string t1 = duet::props_to_json(d, indent);
+    DeviceProps d2;
+    try {
+      d2 = duet::props_from_json(t1, "<round-trip>");
+    } catch (const duet::Error& e) {
+      FUZZ_CHECK(false, std::string("props_to_json wrote a text props_from_json refuses: ") + e.what() + "\n" + t1);
+    }
+    const std::string t2 = duet::props_to_json(d2, indent);
+    FUZZ_CHECK(t1 == t2, "round trip changed the text:\n" + t1 + "\n---\n" + t2);
+  }
+}
+
+// ------------------------------------------------------------ occupancy
+
+struct Case {
+  KernelAttributes k;
+  LaunchShape l;
+};
+
+KernelAttributes kernel(int regs, int agprs, int sgprs, std::int64_t static_smem, int max_threads) {
+  KernelAttributes k;
+  k.name = "fixed";
+  k.regs_per_thread = regs;
+  k.agprs_per_thread = agprs;
+  k.sgprs_per_wave = sgprs;
+  k.static_smem_bytes = static_smem;
+  k.max_threads_per_block = max_threads;
+  return k;
+}
+
+std::vector<Case> fixed_cases() {
+  return {
+      {kernel(32, 0, 0, 0, 1024), {128, 0}},
+      {kernel(64, 0, 32, 0, 1024), {256, 16 * 1024}},
+      {kernel(255, 0, 0, 0, 1024), {1024, 0}},
+      {kernel(0, 0, 0, 48 * 1024, 1024), {32, 0}},
+      {kernel(128, 64, 96, 1024, 512), {512, 8 * 1024}},
+      {kernel(40, 0, 0, 0, 1024), {1, 100 * 1024}},
+  };
+}
+
+void check_occupancy(const DeviceProps& d, const Case& c) {
+  try {
+    const Occupancy o = duet::exact_occupancy(d, c.k, c.l);
+    check_exact(d, c.k, c.l, o);
+  } catch (const duet::Error& e) {
+    check_error(e);
+  }
+  try {
+    const Occupancy o = duet::tutorial_occupancy(d, c.k, c.l);
+    check_tutorial(d, c.k, c.l, o);
+  } catch (const duet::Error& e) {
+    check_error(e);
+  }
+}
+
+// ------------------------------------------------------------ planner
+
+KernelAttributes default_attributes() { return kernel(32, 0, 0, 0, 1024); }
+
+// The planner's invariants: a catalogued kernel of the requested kind that
+// fits the device, covers the whole row, and a grid within the work and the
+// resident blocks.
+void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
+                const std::map<int, KernelAttributes>& handed_out) {
+  const std::string ctx = "plan " + duet::variant_name(p.kernel) + " rows=" + std::to_string(s.rows) +
+                          " cols=" + std::to_string(s.cols) + " grid=" + std::to_string(p.geometry.grid) +
+                          " resident=" + std::to_string(p.resident_blocks) + " | " + p.why;
+  // A compiled kernel: the index names the catalogue entry the plan holds.
+  FUZZ_CHECK(p.variant >= 0 && p.variant < duet::kVariantCount, ctx);
+  const duet::Variant& v = duet::kCatalogue[static_cast<std::size_t>(p.variant)];
+  FUZZ_CHECK(v.strategy == p.kernel.strategy && v.dtype == p.kernel.dtype && v.backward == p.kernel.backward &&
+                 v.vec == p.kernel.vec && v.group == p.kernel.group && v.vpt == p.kernel.vpt,
+             ctx);
+  // Of the requested kind: dtype, direction, vector width.
+  FUZZ_CHECK(v.dtype == s.dtype && v.backward == s.backward, ctx);
+  FUZZ_CHECK(v.vec == (s.vector_ok ? duet::dtype_vec16(s.dtype) : 1), ctx);
+  // Planned with the attributes the source gave for that kernel.
+  const auto it = handed_out.find(p.variant);
+  FUZZ_CHECK(it != handed_out.end() && it->second.regs_per_thread == p.attributes.regs_per_thread &&
+                 it->second.static_smem_bytes == p.attributes.static_smem_bytes,
+             ctx);
+  // It fits: at least one block per SM, resident blocks = SMs x that.
+  FUZZ_CHECK(p.exact.blocks_per_sm >= 1, ctx);
+  FUZZ_CHECK(p.resident_blocks == std::int64_t(d.sm_count) * p.exact.blocks_per_sm, ctx);
+  FUZZ_CHECK(p.launch.threads_per_block >= 1 && p.launch.dynamic_smem_bytes >= 0, ctx);
+  if (d.is_gpu()) {
+    FUZZ_CHECK(p.launch.threads_per_block <= d.max_threads_per_block, ctx);
+    FUZZ_CHECK(p.launch.threads_per_block <= p.attributes.max_threads_per_block, ctx);
+    FUZZ_CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <=
+                   std::max(d.smem_per_block, d.smem_per_block_optin),
+               ctx);
+    // The plan's occupancy is the model's answer for the plan's launch.
+    check_same(p.exact, duet::exact_occupancy(d, p.attributes, p.launch));
+  }
+  // The row is covered: every element has a thread (register or shared
+  // memory slot, or a chunk) to go to.
+  const __int128 cols = s.cols;
+  __int128 work = s.rows;  // blocks' worth of work (before the resident cap)
+  if (p.kernel.strategy == Strategy::group_rows) {
+    // Whole groups of threads per row; a block takes a multiple of
+    // threads/group rows.
+    const int groups = p.kernel.group > 0 ? p.launch.threads_per_block / p.kernel.group : 0;
+    FUZZ_CHECK(groups >= 1 && p.rows_per_block >= 1 && p.rows_per_block % groups == 0, ctx);
+    FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
+  } else if (p.kernel.strategy == Strategy::block_row) {
+    FUZZ_CHECK(p.rows_per_block == 1, ctx);
+    FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= cols, ctx);
+  } else {
+    // Chunked strategies (split_row, and any later one): enough chunks,
+    // none empty, one (max, sum) float pair per (row, chunk).
+    FUZZ_CHECK(p.rows_per_block == 1 && p.chunks_per_row >= 1 && p.chunk_elems >= 1, ctx);
+    FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
+    FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
+    FUZZ_CHECK(__int128(p.workspace_bytes) == __int128(s.rows) * p.chunks_per_row * 8, ctx);
+    if (p.kernel.strategy == Strategy::split_row) FUZZ_CHECK(p.finalize_geometry.grid == p.geometry.grid, ctx);
+    work = __int128(s.rows) * p.chunks_per_row;
+  }
+  // The grid: no blocks for no rows; otherwise at least one, at most the
+  // resident blocks (persistent kernels) and at most the work items.
+  FUZZ_CHECK(p.geometry.grid >= 0, ctx);
+  FUZZ_CHECK(p.geometry.block == p.launch.threads_per_block, ctx);
+  FUZZ_CHECK(p.geometry.dynamic_smem == p.launch.dynamic_smem_bytes, ctx);
+  if (s.rows == 0) {
+    FUZZ_CHECK(p.geometry.grid == 0, ctx);
+  } else {
+    FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= p.resident_blocks, ctx);
+    FUZZ_CHECK(p.geometry.grid <= work, ctx);
+  }
+}
+
+void check_planner(const DeviceProps& d, const SoftmaxShape& s, FuzzedDataProvider* p) {
+  std::map<int, KernelAttributes> handed_out;
+  const duet::AttributeSource source = [&](int variant, bool finalize) {
+    // The planner asks only for catalogued kernels.
+    FUZZ_CHECK(variant >= 0 && variant < duet::kVariantCount, "attribute source asked for " + std::to_string(variant));
+    (void)finalize;
+    KernelAttributes k = p && p->remaining_bytes() > 0 ? fuzz_kernel(*p) : default_attributes();
+    handed_out[variant] = k;
+    return k;
+  };
+  try {
+    const Plan plan = duet::plan_softmax(d, s, source);
+    check_plan(d, s, plan, handed_out);
+  } catch (const duet::Error& e) {
+    // A bad shape, a kernel that fits nowhere, or attributes the occupancy
+    // model refuses; never an internal error (every planned kernel exists).
+    FUZZ_CHECK(e.status() == duet::Status::invalid_argument || e.status() == duet::Status::unsupported,
+               std::string(duet::to_string(e.status())) + ": " + e.what());
+  }
+}
+
+SoftmaxShape shape(duet::DType t, bool backward, std::int64_t rows, std::int64_t cols, bool vector_ok = true) {
+  SoftmaxShape s;
+  s.dtype = t;
+  s.backward = backward;
+  s.rows = rows;
+  s.cols = cols;
+  s.vector_ok = vector_ok;
+  return s;
+}
+
+std::vector<SoftmaxShape> fixed_shapes() {
+  using duet::DType;
+  return {
+      shape(DType::f32, false, 4096, 1024),         shape(DType::bf16, true, 1, 8192),
+      shape(DType::f16, false, 7, 1 << 20),         shape(DType::f32, false, 0, 64),
+      shape(DType::f32, true, 1000, 1000, false),   shape(DType::f16, false, 3, (std::int64_t(1) << 31) - 1, false),
+      shape(DType::f32, false, 1 << 20, 32768),     shape(DType::bf16, true, 5, 40000),
+  };
+}
+
+SoftmaxShape fuzz_shape(FuzzedDataProvider& p) {
+  const auto t = p.PickValueInArray({duet::DType::f32, duet::DType::f16, duet::DType::bf16});
+  const bool backward = p.ConsumeBool();
+  const bool vector_ok = p.ConsumeBool();
+  // Rows: any int64 the API accepts. Cols: mostly vector multiples.
+  const std::int64_t rows = pick<std::int64_t>(p, 0, std::int64_t(1) << 32);
+  std::int64_t cols = pick<std::int64_t>(p, 1, std::int64_t(1) << 31);
+  if (vector_ok && p.ConsumeBool() && cols > 0 && cols < (std::int64_t(1) << 40)) cols = (cols + 7) / 8 * 8;
+  return shape(t, backward, rows, cols, vector_ok);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  const std::size_t nul = all.find('\0');
+  const std::string text(all.substr(0, nul));
+
+  if (nul != std::string_view::npos) {
+    // A raw NUL is never valid JSON: the whole input must be refused.
+    try {
+      (void)duet::props_from_json(std::string(all), "<fuzz>");
+      FUZZ_CHECK(false, "props_from_json accepted a text holding a raw NUL");
+    } catch (const duet::Error& e) {
+      FUZZ_CHECK(e.status() == duet::Status::parse_error, e.what());
+    }
+  }
+
+  DeviceProps d;
+  try {
+    d = duet::props_from_json(text, "<fuzz>");
+  } catch (const duet::Error& e) {
+    // The parser refuses with parse_error only, naming the origin.
+    FUZZ_CHECK(e.status() == duet::Status::parse_error, std::string(duet::to_string(e.status())) + ": " + e.what());
+    FUZZ_CHECK(std::string_view(e.what()).substr(0, 6) == "<fuzz>", e.what());
+    return 0;
+  }
+  check_parsed(d);
+  check_round_trip(d);
+
+  if (nul == std::string_view::npos) {
+    for (const Case& c : fixed_cases()) check_occupancy(d, c);
+    for (const SoftmaxShape& s : fixed_shapes()) check_planner(d, s, nullptr);
+    return 0;
+  }
+  FuzzedDataProvider p(data + nul + 1, size - nul - 1);
+  for (int i = 0; i < 4 && p.remaining_bytes() > 0; ++i) check_occupancy(d, {fuzz_kernel(p), fuzz_launch(p)});
+  for (int i = 0; i < 3 && p.remaining_bytes() > 0; ++i) check_planner(d, fuzz_shape(p), &p);
+  return 0;
+}
