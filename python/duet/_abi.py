@@ -1,8 +1,29 @@
-"""ctypes binding of duet/duet.h."""
+"""ctypes binding of duet/duet.h.
+
+Accepted arrays:
+  * torch tensors on a CUDA (or ROCm) device, run by the GPU backend of that
+    device on torch's current stream;
+  * torch tensors on the CPU, run by duet's host backend (synchronously);
+  * any object with ``__cuda_array_interface__`` (CuPy, Numba, ...): viewed
+    as a torch tensor without a copy when torch is importable, else used raw
+    (forward functions only: C-contiguous float32/float16, ``out=`` required).
+
+The reduction is over the last dimension; an input whose last dimension is not
+unit-stride is copied with ``.contiguous()`` first.
+"""
 import ctypes
+import math
 import os
+import sys
+
+# duet_dtype_t and duet_backend_t of duet/duet.h
+F32, F16, BF16 = 0, 1, 2
+BACKEND_HOST, BACKEND_CUDA, BACKEND_HIP = 0, 1, 2
+_BACKEND_NAMES = {BACKEND_HOST: "host", BACKEND_CUDA: "cuda", BACKEND_HIP: "hip"}
 
 _DTYPES = {}  # torch dtype -> duet_dtype_t, filled on first use
+# __cuda_array_interface__ typestr -> duet_dtype_t. bfloat16 has no typestr.
+_TYPESTRS = {"<f4": F32, "<f2": F16}
 
 
 class DuetError(RuntimeError):
@@ -16,6 +37,9 @@ class DuetError(RuntimeError):
 class _Device(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_int), ("ordinal", ctypes.c_int)]
 
+    def __repr__(self):
+        return f"{_BACKEND_NAMES.get(self.backend, self.backend)}:{self.ordinal}"
+
 
 _lib = None
 
@@ -24,16 +48,33 @@ def library():
     """libduet, from $DUET_LIBRARY or the default loader path."""
     global _lib
     if _lib is None:
-        _lib = ctypes.CDLL(os.environ.get("DUET_LIBRARY", "libduet.so"))
-        _lib.duet_last_error.restype = ctypes.c_char_p
-        i64, vp = ctypes.c_int64, ctypes.c_void_p
-        fwd = [_Device, ctypes.c_int, i64, i64, vp, i64, vp, i64, vp]
-        bwd = [_Device, ctypes.c_int, i64, i64, vp, i64, vp, i64, vp, i64, vp]
+        path = os.environ.get("DUET_LIBRARY", "libduet.so")
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise OSError(f"duet: cannot load {path!r} ({e}); set DUET_LIBRARY to the path of libduet.so") from e
+        i32, i64, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
+        lib.duet_version.argtypes = []
+        lib.duet_version.restype = ctypes.c_char_p
+        lib.duet_status_string.argtypes = [i32]
+        lib.duet_status_string.restype = ctypes.c_char_p
+        lib.duet_last_error.argtypes = []
+        lib.duet_last_error.restype = ctypes.c_char_p
+        fwd = [_Device, i32, i64, i64, vp, i64, vp, i64, vp]
+        bwd = [_Device, i32, i64, i64, vp, i64, vp, i64, vp, i64, vp]
         for name, args in (("duet_softmax", fwd), ("duet_log_softmax", fwd),
                            ("duet_softmax_backward", bwd), ("duet_log_softmax_backward", bwd)):
-            getattr(_lib, name).argtypes = args
-            getattr(_lib, name).restype = ctypes.c_int
-        _lib.duet_device_of_pointer.argtypes = [vp, ctypes.POINTER(_Device)]
+            getattr(lib, name).argtypes = args
+            getattr(lib, name).restype = i32
+        lib.duet_device_count.argtypes = [ctypes.POINTER(i32)]
+        lib.duet_device_count.restype = i32
+        lib.duet_get_device.argtypes = [i32, ctypes.POINTER(_Device)]
+        lib.duet_get_device.restype = i32
+        lib.duet_device_of_pointer.argtypes = [vp, ctypes.POINTER(_Device)]
+        lib.duet_device_of_pointer.restype = i32
+        lib.duet_synchronize.argtypes = [_Device, vp]
+        lib.duet_synchronize.restype = i32
+        _lib = lib
     return _lib
 
 
@@ -42,73 +83,295 @@ def _check(status):
         raise DuetError(status, library().duet_last_error().decode())
 
 
-def _dtype_code(t):
+def version():
+    """The version string of the loaded libduet."""
+    return library().duet_version().decode()
+
+
+def devices():
+    """Every device of the loaded libduet, as "cuda:0", ..., "host:0" (GPUs first)."""
+    lib = library()
+    n = ctypes.c_int()
+    _check(lib.duet_device_count(ctypes.byref(n)))
+    out = []
+    for i in range(n.value):
+        d = _Device()
+        _check(lib.duet_get_device(i, ctypes.byref(d)))
+        out.append(repr(d))
+    return out
+
+
+# ------------------------------------------------------------------ torch tensors
+
+def _torch_module():
+    """torch if it is importable, else None."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _is_tensor(t):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(t, torch.Tensor)
+
+
+def _dtype_code(t, fn):
     import torch
     if not _DTYPES:
-        _DTYPES.update({torch.float32: 0, torch.float16: 1, torch.bfloat16: 2})
+        _DTYPES.update({torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16})
     if t.dtype not in _DTYPES:
-        raise TypeError(f"duet: unsupported dtype {t.dtype} (float32, float16, bfloat16)")
+        raise TypeError(f"duet.{fn}: unsupported dtype {t.dtype} (float32, float16 or bfloat16)")
     return _DTYPES[t.dtype]
 
 
-def _as_2d(t, name):
+def _check_tensor(t, what, fn):
     if t.dim() == 0:
-        raise ValueError(f"duet: {name} must have at least one dimension")
-    if t.stride(-1) != 1:
-        t = t.contiguous()
-    m = t.reshape(-1, t.shape[-1]) if t.dim() != 2 else t
-    if m.dim() == 2 and m.shape[0] > 1 and m.stride(0) < m.shape[1]:
-        m = m.contiguous()
+        raise ValueError(f"duet.{fn}: {what} must have at least one dimension")
+    if t.device.type not in ("cuda", "cpu"):
+        raise ValueError(f"duet.{fn}: {what} is on {t.device}; duet runs on CUDA/ROCm devices and the CPU")
+
+
+def _view_2d(t):
+    """A (rows, cols) view of t's own memory, rows at one stride >= cols and
+    unit-stride columns, or None when t's layout has none."""
+    cols = t.shape[-1]
+    if t.stride(-1) != 1 and cols != 1:
+        return None
+    try:
+        m = t.view(-1, cols)
+    except RuntimeError:
+        return None
+    if m.shape[0] > 1 and m.stride(0) < cols:
+        return None  # rows overlap (an expanded or broadcast tensor)
     return m
 
 
-def _device(t):
+def _as_2d(t):
+    """t as (rows, cols) with unit-stride columns, copying only when needed."""
+    m = _view_2d(t)
+    return m if m is not None else _view_2d(t.contiguous())
+
+
+def _row_stride(m):
+    return m.stride(0) if m.shape[0] > 1 else m.shape[1]
+
+
+def _duet_device(t, fn):
+    """The duet device of a tensor's memory; refuses GPU memory that this
+    libduet has no backend for (the host backend would read it as host memory)."""
     dev = _Device()
     _check(library().duet_device_of_pointer(ctypes.c_void_p(t.data_ptr()), ctypes.byref(dev)))
+    if t.device.type == "cpu":
+        if dev.backend != BACKEND_HOST:
+            raise ValueError(f"duet.{fn}: a CPU tensor whose memory duet sees on {dev!r}")
+    elif dev.backend == BACKEND_HOST:
+        raise ValueError(f"duet.{fn}: a tensor on {t.device}, but the loaded libduet ({version()}) has no GPU "
+                         f"backend for that memory (its devices: {', '.join(devices())})")
     return dev
 
 
 def _stream(t):
     import torch
-    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream) if t.is_cuda else None
+    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream) if t.device.type == "cuda" else None
 
 
-def _forward(fn, x, out):
+def _same_layout(a, b, what, fn):
+    if a.shape != b.shape:
+        raise ValueError(f"duet.{fn}: {what} has shape {tuple(b.shape)}, want {tuple(a.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"duet.{fn}: {what} has dtype {b.dtype}, want {a.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"duet.{fn}: {what} is on {b.device}, want {a.device}")
+
+
+def _from_cai(obj, fn, what):
+    """A torch view (no copy) of an object with __cuda_array_interface__."""
     import torch
-    x2 = _as_2d(x, "x")
-    y = torch.empty_like(x2) if out is None else _as_2d(out, "out")
-    if y.shape != x2.shape or y.dtype != x2.dtype:
-        raise ValueError("duet: out must match x in shape and dtype")
+    typestr = obj.__cuda_array_interface__["typestr"]
+    if typestr not in _TYPESTRS:
+        raise TypeError(f"duet.{fn}: {what} has unsupported typestr {typestr!r} (float32 '<f4' or float16 '<f2')")
+    return torch.as_tensor(obj)
+
+
+def _coerce(t, fn, what):
+    """t as a torch tensor: a tensor as it is, a __cuda_array_interface__
+    object as a view; anything else is a TypeError."""
+    if _is_tensor(t):
+        return t
+    if hasattr(t, "__cuda_array_interface__"):
+        if _torch_module() is None:
+            raise TypeError(f"duet.{fn}: {what} is a {type(t).__name__}; without torch only softmax and "
+                            "log_softmax take __cuda_array_interface__ arrays (with out=)")
+        return _from_cai(t, fn, what)
+    raise TypeError(f"duet.{fn}: {what} must be a torch.Tensor or have __cuda_array_interface__, "
+                    f"got {type(t).__name__}")
+
+
+def _into(out, result_2d, launch):
+    """Runs launch(dst_2d) into `out`'s memory: directly where out has a
+    (rows, cols) view, else through a temporary copied into out."""
+    dst = _view_2d(out)
+    if dst is not None:
+        launch(dst)
+    else:
+        tmp = result_2d()
+        launch(tmp)
+        out.copy_(tmp.view(out.shape))
+    return out
+
+
+def _forward_tensor(fn, name, x, out):
+    import torch
+    code = _dtype_code(x, name)
+    _check_tensor(x, "x", name)
+    if out is not None:
+        out = _coerce(out, name, "out")
+        _same_layout(x, out, "out", name)
+    if x.numel() == 0:
+        return torch.empty_like(x) if out is None else out
+    x2 = _as_2d(x)
     rows, cols = x2.shape
-    _check(fn(_device(x2), _dtype_code(x2), rows, cols, ctypes.c_void_p(x2.data_ptr()), x2.stride(0) if rows > 1 else cols,
-              ctypes.c_void_p(y.data_ptr()), y.stride(0) if rows > 1 else cols, _stream(x2)))
-    return y.view(x.shape) if out is None else out
+    dev, stream = _duet_device(x2, name), _stream(x2)
+
+    def launch(y2):
+        _check(fn(dev, code, rows, cols, ctypes.c_void_p(x2.data_ptr()), _row_stride(x2),
+                  ctypes.c_void_p(y2.data_ptr()), _row_stride(y2), stream))
+
+    def fresh():
+        return torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+
+    if out is None:
+        y2 = fresh()
+        launch(y2)
+        return y2.view(x.shape)
+    return _into(out, fresh, launch)
 
 
-def _backward(fn, y, dy, out):
+def _backward_tensor(fn, name, y, dy, out):
     import torch
-    y2, g2 = _as_2d(y, "y"), _as_2d(dy, "dy")
-    if y2.shape != g2.shape or y2.dtype != g2.dtype:
-        raise ValueError("duet: y and dy must match in shape and dtype")
-    dx = torch.empty_like(y2) if out is None else _as_2d(out, "out")
+    dy = _coerce(dy, name, "dy")
+    code = _dtype_code(y, name)
+    _check_tensor(y, "y", name)
+    _same_layout(y, dy, "dy", name)
+    if out is not None:
+        out = _coerce(out, name, "out")
+        _same_layout(y, out, "out", name)
+    if y.numel() == 0:
+        return torch.empty_like(y) if out is None else out
+    y2, g2 = _as_2d(y), _as_2d(dy)
     rows, cols = y2.shape
-    s = lambda t: t.stride(0) if rows > 1 else cols
-    _check(fn(_device(y2), _dtype_code(y2), rows, cols, ctypes.c_void_p(y2.data_ptr()), s(y2),
-              ctypes.c_void_p(g2.data_ptr()), s(g2), ctypes.c_void_p(dx.data_ptr()), s(dx), _stream(y2)))
-    return dx.view(y.shape) if out is None else out
+    dev, stream = _duet_device(y2, name), _stream(y2)
 
+    def launch(dx2):
+        _check(fn(dev, code, rows, cols, ctypes.c_void_p(y2.data_ptr()), _row_stride(y2),
+                  ctypes.c_void_p(g2.data_ptr()), _row_stride(g2),
+                  ctypes.c_void_p(dx2.data_ptr()), _row_stride(dx2), stream))
+
+    def fresh():
+        return torch.empty((rows, cols), dtype=y.dtype, device=y.device)
+
+    if out is None:
+        dx2 = fresh()
+        launch(dx2)
+        return dx2.view(y.shape)
+    return _into(out, fresh, launch)
+
+
+# ------------------------------------------------------------------ raw __cuda_array_interface__
+
+def _cai_matrix(obj, fn, what, writable=False):
+    """(pointer, shape, dtype code, rows, cols, stream) of a C-contiguous
+    float32/float16 array described by __cuda_array_interface__."""
+    cai = obj.__cuda_array_interface__
+    shape = tuple(int(s) for s in cai["shape"])
+    typestr = cai["typestr"]
+    if typestr not in _TYPESTRS:
+        raise TypeError(f"duet.{fn}: {what} has unsupported typestr {typestr!r} (float32 '<f4' or float16 '<f2'; "
+                        "bfloat16 needs torch)")
+    if not shape:
+        raise ValueError(f"duet.{fn}: {what} must have at least one dimension")
+    if cai.get("mask") is not None:
+        raise ValueError(f"duet.{fn}: {what} has a mask, which duet does not support")
+    ptr, readonly = cai["data"]
+    if writable and readonly:
+        raise ValueError(f"duet.{fn}: {what} is read-only")
+    itemsize = int(typestr[2:])
+    strides = cai.get("strides")
+    if strides is not None:
+        want = itemsize
+        for n, s in zip(reversed(shape), reversed(tuple(strides))):
+            if n != 1 and s != want:
+                raise ValueError(f"duet.{fn}: {what} must be C-contiguous without torch (strides {tuple(strides)} "
+                                 f"for shape {shape}); copy it first, e.g. cupy.ascontiguousarray")
+            want *= n
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+    return ptr, shape, _TYPESTRS[typestr], rows, cols, cai.get("stream")
+
+
+def _forward_cai(fn, name, x, out):
+    if out is None:
+        raise TypeError(f"duet.{name}: without torch, pass out= (an array of x's shape and dtype) for "
+                        f"{type(x).__name__} input")
+    if not hasattr(out, "__cuda_array_interface__"):
+        raise TypeError(f"duet.{name}: out must have __cuda_array_interface__, got {type(out).__name__}")
+    xp, xshape, code, rows, cols, stream = _cai_matrix(x, name, "x")
+    yp, yshape, ycode, _, _, _ = _cai_matrix(out, name, "out", writable=True)
+    if yshape != xshape or ycode != code:
+        raise ValueError(f"duet.{name}: out must match x in shape and dtype")
+    if rows == 0 or cols == 0:
+        return out
+    dev = _Device()
+    _check(library().duet_device_of_pointer(ctypes.c_void_p(xp), ctypes.byref(dev)))
+    if dev.backend == BACKEND_HOST:
+        raise ValueError(f"duet.{name}: x is not device memory of any GPU of the loaded libduet "
+                         f"(its devices: {', '.join(devices())})")
+    # CAI v3 "stream": None (no synchronisation needed), 1 (legacy default
+    # stream) or 2 (per-thread default stream) are valid cudaStream_t values too.
+    _check(fn(dev, code, rows, cols, ctypes.c_void_p(xp), cols, ctypes.c_void_p(yp), cols,
+              ctypes.c_void_p(stream) if stream else None))
+    return out
+
+
+def _forward(fn, name, x, out):
+    if _is_tensor(x):
+        return _forward_tensor(fn, name, x, out)
+    if not hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"duet.{name}: x must be a torch.Tensor or have __cuda_array_interface__, "
+                        f"got {type(x).__name__}")
+    if _torch_module() is None:
+        return _forward_cai(fn, name, x, out)
+    y = _forward_tensor(fn, name, _from_cai(x, name, "x"), out)
+    return y if out is None else out
+
+
+def _backward(fn, name, y, dy, out):
+    y = _coerce(y, name, "y")
+    result = _backward_tensor(fn, name, y, dy, out)
+    return result if out is None else out
+
+
+# ------------------------------------------------------------------ public functions
 
 def softmax(x, out=None):
-    return _forward(library().duet_softmax, x, out)
+    """softmax over the last dimension; returns out (a new tensor if None)."""
+    return _forward(library().duet_softmax, "softmax", x, out)
 
 
 def log_softmax(x, out=None):
-    return _forward(library().duet_log_softmax, x, out)
+    """log_softmax over the last dimension; returns out (a new tensor if None)."""
+    return _forward(library().duet_log_softmax, "log_softmax", x, out)
 
 
 def softmax_backward(y, dy, out=None):
-    return _backward(library().duet_softmax_backward, y, dy, out)
+    """dx = y * (dy - sum(dy * y)) over the last dimension, y the softmax output."""
+    return _backward(library().duet_softmax_backward, "softmax_backward", y, dy, out)
 
 
 def log_softmax_backward(y, dy, out=None):
-    return _backward(library().duet_log_softmax_backward, y, dy, out)
+    """dx = dy - exp(y) * sum(dy) over the last dimension, y the log_softmax output."""
+    return _backward(library().duet_log_softmax_backward, "log_softmax_backward", y, dy, out)
