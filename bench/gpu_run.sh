@@ -19,9 +19,6 @@ COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "== gpu tests"
 DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 240 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc $?"; tail -4 "$OUT/gpu_tests.log"; grep -E "threw|ERROR:" "$OUT/gpu_tests.log" | head
-echo "== gpu tests without cooperative launch (block_row shared memory, split_row)"
-DUET_DISABLE_COOPERATIVE=1 DUET_REQUIRE_GPU=1 timeout 200 "$B/tests/duet_gpu_tests" -tc="every strategy*,strided*,inf*" > "$OUT/gpu_tests_nocoop.log" 2>&1
-echo "gpu tests (no coop) rc $?"; tail -3 "$OUT/gpu_tests_nocoop.log"; grep -E "threw|ERROR:" "$OUT/gpu_tests_nocoop.log" | head
 echo "== bench cold"
 timeout 150 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45
 echo "== bench tutorial"

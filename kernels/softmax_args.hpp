@@ -17,13 +17,11 @@ struct SoftmaxArgs {
   int log;              // 0: softmax, 1: log_softmax
   // block_row: vectors per thread kept in dynamic shared memory
   int smem_vecs;
-  // split_row / coop_row: a row is cut in chunks_per_row chunks (of
-  // chunk_elems elements for split_row; blockDim x VPT vectors for
-  // coop_row); partials holds one (max, sum) pair of floats per (row, chunk)
+  // split_row: a row is cut in chunks of chunk_elems; partials holds one
+  // (max, sum) pair of floats per (row, chunk)
   int chunks_per_row;
   std::int64_t chunk_elems;
   float* partials;
-  unsigned* counters;   // coop_row: arrivals and departures per row, zero between launches
 };
 
 struct LaunchGeometry {

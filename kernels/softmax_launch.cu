@@ -27,11 +27,9 @@ constexpr KernelPair make_entry() {
     return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.backward>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row) {
     return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
-  } else if constexpr (v.strategy == Strategy::split_row) {
+  } else {
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
-  } else {
-    return {&kernels::coop_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   }
 }
 
@@ -108,19 +106,8 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
         limit = g.dynamic_smem;
       }
     }
-    if (v.strategy == Strategy::coop_row) {
-      // Its blocks wait on each other: the runtime must guarantee they are
-      // all resident, or refuse the launch.
-      SoftmaxArgs copy = args;
-      void* params[] = {&copy};
-      DUET_GPU_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
-                                                 dim3(static_cast<unsigned>(g.grid)),
-                                                 dim3(static_cast<unsigned>(g.block)), params,
-                                                 static_cast<size_t>(g.dynamic_smem), s));
-    } else {
-      fn<<<dim3(static_cast<unsigned>(g.grid)), dim3(static_cast<unsigned>(g.block)),
-           static_cast<size_t>(g.dynamic_smem), s>>>(args);
-    }
+    fn<<<dim3(static_cast<unsigned>(g.grid)), dim3(static_cast<unsigned>(g.block)),
+         static_cast<size_t>(g.dynamic_smem), s>>>(args);
     DUET_GPU_CHECK(cudaGetLastError());
   };
   launch_one(false, geometry);

@@ -27,11 +27,6 @@ enum class Strategy : int {
   // of a row to a running (max, sum) pair (online softmax), a second kernel
   // combines a row's pairs and writes the chunk. Reads twice, writes once.
   split_row = 2,
-  // Rows past one block's registers, read once: chunks of one block's
-  // registers each, the blocks of a row exchanging (max, sum) through global
-  // memory under a cooperative launch. Preferred over block_row's shared
-  // memory and split_row where the device supports cooperative launch.
-  coop_row = 3,
 };
 
 struct Variant {
@@ -47,9 +42,6 @@ struct Variant {
 inline constexpr int kGroupRowsBlock = 128;
 inline constexpr int kSplitRowBlock = 512;
 inline constexpr int kBlockRowMaxThreads = 1024;
-inline constexpr int kCoopRowBlock = 512;
-// Vectors a coop_row thread holds: forward 4, backward 2 (two tensors).
-constexpr int coop_row_vpt(bool backward) { return backward ? 2 : 4; }
 
 // Rows each group_rows thread loads before reducing the first: enough that
 // a thread has 4 vectors in flight (64 bytes). With one vector per thread per
@@ -78,7 +70,7 @@ constexpr int count_variants() {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2;
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 1;
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -99,7 +91,6 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         else
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
-        out[i++] = Variant{Strategy::coop_row, dt, bwd != 0, vec, 0, coop_row_vpt(bwd != 0)};
       }
   return out;
 }

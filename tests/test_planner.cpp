@@ -53,23 +53,12 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(1028).kernel.strategy == Strategy::block_row);
   CHECK(plan(16384).smem_vecs == 0);
   CHECK(plan(16384).kernel.strategy == Strategy::block_row);
-  // Past one block's registers: chunks of 512 threads x 4 vectors, read once.
-  CHECK(plan(16388).kernel.strategy == Strategy::coop_row);
-  CHECK(plan(1 << 20).kernel.strategy == Strategy::coop_row);
-  CHECK(plan(1 << 20).chunks_per_row == (1 << 20) / (512 * 4 * 4));
-  CHECK(plan(1 << 20).counter_bytes == 4096 * 2 * 4);
-  // Without cooperative launch: shared memory, then two passes.
-  DeviceProps no_coop = h100;
-  no_coop.cooperative_launch = false;
-  auto plan_nc = [&](std::int64_t cols, DType dt = DType::f32) {
-    return plan_softmax(no_coop, {dt, false, 4096, cols, true}, recorded(no_coop));
-  };
-  CHECK(plan_nc(65536).kernel.strategy == Strategy::block_row);
-  CHECK(plan_nc(65536).smem_vecs > 0);
-  CHECK(plan_nc(65536).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
-  CHECK(plan_nc(1 << 20).kernel.strategy == Strategy::split_row);
-  CHECK(plan_nc(1 << 20).chunks_per_row * plan_nc(1 << 20).chunk_elems >= (1 << 20));
-  CHECK(plan_nc(131072, DType::bf16).kernel.strategy == Strategy::block_row);  // 16-bit rows fit twice as long
+  CHECK(plan(65536).kernel.strategy == Strategy::block_row);
+  CHECK(plan(65536).smem_vecs > 0);
+  CHECK(plan(65536).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
+  CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
+  CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
+  CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row);  // 16-bit rows fit twice as long
   // Persistent grid: SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.geometry.grid == std::min<std::int64_t>(4096, std::int64_t(h100.sm_count) * p.exact.blocks_per_sm));

@@ -1,6 +1,5 @@
 #include "duet/device.hpp"
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,8 +19,6 @@ const DeviceProps& Device::props() const {
   auto& slot = cache[{backend_, ordinal_}];
   if (!slot) {
     slot = std::make_unique<DeviceProps>(detail::backend(backend_).device_props(ordinal_));
-    const char* no_coop = std::getenv("DUET_DISABLE_COOPERATIVE");
-    if (no_coop != nullptr && std::string(no_coop) == "1") slot->cooperative_launch = false;
     log::debug("queried {}: {} ({}, {} SMs)", label(), slot->name, slot->arch, slot->sm_count);
   }
   return *slot;

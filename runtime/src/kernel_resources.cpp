@@ -108,9 +108,6 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   } else if (kernel == "block_row") {
     v.strategy = Strategy::block_row;
     v.vpt = to_int(m[4]);
-  } else if (kernel == "coop_row") {
-    v.strategy = Strategy::coop_row;
-    v.vpt = to_int(m[4]);
   } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
     v.strategy = Strategy::split_row;
     v.vpt = to_int(m[4]);
@@ -175,7 +172,6 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::group_rows: a.max_threads_per_block = kGroupRowsBlock; break;
           case Strategy::block_row: a.max_threads_per_block = kBlockRowMaxThreads; break;
           case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
-          case Strategy::coop_row: a.max_threads_per_block = kCoopRowBlock; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

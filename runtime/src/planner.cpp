@@ -42,9 +42,8 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
     p.exact.note = "host: one worker per core";
   }
   p.resident_blocks = std::int64_t(dev.sm_count) * p.exact.blocks_per_sm;
-  if (v.strategy == Strategy::split_row || v.strategy == Strategy::coop_row) {
-    const int vecs_per_thread = v.strategy == Strategy::split_row ? kSplitVecsPerThread : v.vpt;
-    p.chunk_elems = std::int64_t(threads) * vecs_per_thread * v.vec;
+  if (v.strategy == Strategy::split_row) {
+    p.chunk_elems = std::int64_t(threads) * kSplitVecsPerThread * v.vec;
     p.chunks_per_row = static_cast<int>(ceil_div(s.cols, p.chunk_elems));
   }
   return p;
@@ -57,15 +56,14 @@ void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
   switch (p.kernel.strategy) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
     case Strategy::block_row: work = rows; break;
-    case Strategy::split_row:
-    case Strategy::coop_row: work = rows * p.chunks_per_row; break;
+    case Strategy::split_row: work = rows * p.chunks_per_row; break;
   }
   const std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1);
   p.geometry = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
-  if (p.kernel.strategy == Strategy::split_row || p.kernel.strategy == Strategy::coop_row)
+  if (p.kernel.strategy == Strategy::split_row) {
     p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
-  if (p.kernel.strategy == Strategy::split_row) p.finalize_geometry = {p.geometry.grid, p.launch.threads_per_block, 0};
-  if (p.kernel.strategy == Strategy::coop_row) p.counter_bytes = rows * 2 * std::int64_t(sizeof(unsigned));
+    p.finalize_geometry = {p.geometry.grid, p.launch.threads_per_block, 0};
+  }
   (void)dev;
 }
 
@@ -108,14 +106,6 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(threads) + " threads x " +
                  std::to_string(vpt) + " vectors in registers";
       fits = true;
-    } else if (dev.is_gpu() && dev.cooperative_launch) {
-      const int vpt = coop_row_vpt(s.backward);
-      plan = make_plan(dev, s, Variant{Strategy::coop_row, s.dtype, s.backward, vec, 0, vpt}, kCoopRowBlock, 0,
-                       attributes);
-      plan.why = "row of " + std::to_string(nv) + " vectors: " + std::to_string(plan.chunks_per_row) + " chunks of " +
-                 std::to_string(kCoopRowBlock * vpt) + " vectors, one block's registers each, read once " +
-                 "(cooperative launch)";
-      fits = plan.exact.blocks_per_sm >= 1;
     } else {
       const int threads = kBlockRowMaxThreads;
       const std::int64_t spill = ceil_div(nv - std::int64_t(threads) * max_vpt, threads);

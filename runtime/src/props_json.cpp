@@ -143,7 +143,7 @@ DeviceProps props_from_json(const std::string& input, const std::string& origin)
                         ? enumeration<RegisterPoolReport>(p, "register_pool", register_pool_report_from_string, origin)
                         : RegisterPoolReport::not_applicable;
   // Every GPU duet's property files model supports cooperative launch
-  // (compute capability 6.0+, gfx9+); a file may say otherwise.
+  // (compute capability 6.0+, gfx9+); a file may say otherwise. Informational.
   d.cooperative_launch = d.is_gpu();
   if (p.contains("cooperative_launch")) {
     if (!p["cooperative_launch"].is_boolean()) fail(origin, "field 'cooperative_launch' must be true or false");

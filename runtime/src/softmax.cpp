@@ -134,26 +134,23 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
   return plan;
 }
 
-// Grow-only workspace per (device, stream, kind): kernels queued on one
-// stream run in order, so one buffer per stream is never used by two at
-// once. Fresh buffers are zeroed: coop_row's counters rely on starting at
-// zero (and leave them zero).
+// Grow-only workspace per (device, stream): kernels queued on one stream
+// run in order, so one buffer per stream is never used by two at once.
 class Workspaces {
  public:
-  void* get(const Device& dev, void* stream, int kind, std::int64_t bytes) {
+  void* get(const Device& dev, void* stream, std::int64_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = buffers_[{dev.backend(), dev.ordinal(), stream, kind}];
+    auto& slot = buffers_[{dev.backend(), dev.ordinal(), stream}];
     if (!slot || slot->size() < static_cast<std::size_t>(bytes)) {
       slot.reset();  // cudaFree waits for the device, so the old buffer is idle
       slot = std::make_unique<Buffer>(dev, static_cast<std::size_t>(bytes));
-      slot->fill(0);
     }
     return slot->data();
   }
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<BackendKind, int, void*, int>, std::unique_ptr<Buffer>> buffers_;
+  std::map<std::tuple<BackendKind, int, void*>, std::unique_ptr<Buffer>> buffers_;
 };
 Workspaces& workspaces() {
   static auto* w = new Workspaces();  // never destroyed: device memory outlives static teardown order
@@ -183,8 +180,7 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  a.partials = plan.workspace_bytes > 0 ? static_cast<float*>(workspaces().get(dev, c.stream, 0, plan.workspace_bytes)) : nullptr;
-  a.counters = plan.counter_bytes > 0 ? static_cast<unsigned*>(workspaces().get(dev, c.stream, 1, plan.counter_bytes)) : nullptr;
+  a.partials = plan.workspace_bytes > 0 ? static_cast<float*>(workspaces().get(dev, c.stream, plan.workspace_bytes)) : nullptr;
   detail::backend(dev.backend())
       .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
 }

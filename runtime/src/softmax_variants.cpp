@@ -16,7 +16,6 @@ std::string to_string(Strategy s) {
     case Strategy::group_rows: return "group_rows";
     case Strategy::block_row: return "block_row";
     case Strategy::split_row: return "split_row";
-    case Strategy::coop_row: return "coop_row";
   }
   return "unknown";
 }

@@ -156,7 +156,7 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"grid", p.geometry.grid},
             {"block", p.geometry.block},
             {"rows_per_block", p.rows_per_block}};
-  if (p.kernel.strategy == duet::Strategy::split_row || p.kernel.strategy == duet::Strategy::coop_row)
+  if (p.kernel.strategy == duet::Strategy::split_row)
     j["split"] = {{"chunks_per_row", p.chunks_per_row}, {"chunk_elems", p.chunk_elems}, {"workspace_bytes", p.workspace_bytes}};
   if (e.live && e.live->is_gpu())
     j["vendor_occupancy"] = duet::live_occupancy(*e.live, p.variant, false, p.launch.threads_per_block,

@@ -48,8 +48,7 @@ struct DeviceProps {
   int max_blocks_per_sm = 0;
   RegisterPoolReport register_pool = RegisterPoolReport::not_applicable;
   // All blocks of a grid that fits can be made resident at once
-  // (cudaDevAttrCooperativeLaunch); coop_row needs it. DUET_DISABLE_COOPERATIVE=1
-  // turns it off for live devices (then wide rows take split_row).
+  // (cudaDeviceProp::cooperativeLaunch).
   bool cooperative_launch = false;
 
   // Shared memory (LDS on AMD), bytes

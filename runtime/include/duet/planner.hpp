@@ -3,9 +3,8 @@
 //
 // Strategy by row length (vectors of 16 bytes per row, nv):
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
-//   fits one block's registers  block_row
-//   wider, cooperative launch   coop_row: one block's registers a chunk, read once
-//   wider, no cooperative       block_row with shared memory, then split_row
+//   fits one block on chip    block_row: registers, then shared memory
+//   wider                     split_row: chunks, online (max, sum), two kernels
 // The grid is SMs x blocks per SM (exact occupancy model), capped by the
 // work, as in the Triton fused-softmax tutorial.
 #pragma once
@@ -45,8 +44,7 @@ struct Plan {
   int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
   int chunks_per_row = 0;               // split_row
   std::int64_t chunk_elems = 0;
-  std::int64_t workspace_bytes = 0;     // split_row / coop_row partials
-  std::int64_t counter_bytes = 0;       // coop_row per-row counters (kept zero between launches)
+  std::int64_t workspace_bytes = 0;     // split_row partials
   std::string why;                      // one line: why this strategy
 };
 
