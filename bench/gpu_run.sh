@@ -19,6 +19,9 @@ COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "== gpu tests"
 DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 240 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc $?"; tail -4 "$OUT/gpu_tests.log"; grep -E "threw|ERROR:" "$OUT/gpu_tests.log" | head
+echo "== python tests (torch, autograd, through the C ABI)"
+DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
+echo "pytest rc $?"; tail -3 "$OUT/pytest.log"
 echo "== bench cold"
 timeout 150 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45
 echo "== bench tutorial"

@@ -245,14 +245,16 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
 // shared memory (slot k of thread t at k*T + t: consecutive threads touch
 // consecutive 16-byte words, so no bank conflicts and no barrier: a thread
 // only ever reads back what it wrote itself).
-template <class T, int VEC, int VPT, bool BWD>
-__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
+// SPILL is false for block_row_kernel (registers only: the shared-memory
+// path's code alone took it from 44 to 62 registers at VPT 4, ptxas -v,
+// sm_90, halving the blocks that fit) and true for block_row_smem_kernel.
+template <class T, int VEC, int VPT, bool BWD, bool SPILL>
+__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem,
+                                               float (&scratch)[2][kMaxWarpsPerBlock]) {
   using P = Pack<T, VEC>;
-  extern __shared__ float4 dynamic_smem[];
-  __shared__ float scratch[2][kMaxWarpsPerBlock];
   const int tid = threadIdx.x;
   const int nt = blockDim.x;
-  const int spill = a.smem_vecs;
+  const int spill = SPILL ? a.smem_vecs : 0;
   P* spill_x = reinterpret_cast<P*>(dynamic_smem);
   P* spill_g = spill_x + std::int64_t(spill) * nt;
   const std::int64_t nvec = a.cols / VEC;
@@ -272,7 +274,7 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxA
         if constexpr (BWD) g[j] = gr[vi];
       }
     }
-    // Spilled part: SPILL_BATCH loads in flight before the shared stores
+    // Spilled part (block_row_smem only): SPILL_BATCH loads in flight before the shared stores
     // (two for backward, which carries two tensors, to stay off local memory).
     constexpr int SPILL_BATCH = BWD ? 2 : 4;
     for (int k0 = 0; k0 < spill; k0 += SPILL_BATCH) {
@@ -372,6 +374,19 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxA
       }
     }
   }
+}
+
+template <class T, int VEC, int VPT, bool BWD>
+__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  block_row_body<T, VEC, VPT, BWD, false>(a, nullptr, scratch);
+}
+
+template <class T, int VEC, int VPT, bool BWD>
+__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(SoftmaxArgs a) {
+  extern __shared__ float4 dynamic_smem[];
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  block_row_body<T, VEC, VPT, BWD, true>(a, dynamic_smem, scratch);
 }
 
 // ---------------------------------------------------------------- split_row

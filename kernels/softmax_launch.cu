@@ -27,6 +27,8 @@ constexpr KernelPair make_entry() {
     return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.backward>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row) {
     return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+  } else if constexpr (v.strategy == Strategy::block_row_smem) {
+    return {&kernels::block_row_smem_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else {
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};

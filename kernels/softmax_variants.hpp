@@ -20,13 +20,15 @@ enum class Strategy : int {
   // THREADS_PER_ROW (1..32) threads hold a row in registers; several rows
   // per warp; reductions by warp shuffles only (no barrier).
   group_rows = 0,
-  // One block per row; the row sits in registers (VECS_PER_THREAD vectors a
-  // thread) and, past that, in dynamic shared memory up to the opt-in limit.
+  // One block per row, the row in registers (VECS_PER_THREAD vectors a thread).
   block_row = 1,
   // Rows too wide for one block's on-chip memory: each block reduces a chunk
   // of a row to a running (max, sum) pair (online softmax), a second kernel
   // combines a row's pairs and writes the chunk. Reads twice, writes once.
   split_row = 2,
+  // block_row for rows past one block's registers: the rest of the row in
+  // dynamic shared memory, up to the opt-in limit.
+  block_row_smem = 3,
 };
 
 struct Variant {
@@ -55,8 +57,11 @@ static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
               kGroupRowsRowsPerStep<8> == group_rows_rows_per_step(8));
 
 // Shapes of the group_rows family: (threads per row, vectors per thread).
+// Four vectors a thread where the row allows: fewer threads a row means
+// fewer shuffle rounds, which ncu showed as the second stall reason (short
+// scoreboard, 31% of cycles) with 32 threads on a 128-float row.
 inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
-    {1, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}, {32, 1}, {32, 2}, {32, 4}, {32, 8}}};
+    {1, 1}, {1, 2}, {1, 4}, {2, 4}, {4, 4}, {8, 4}, {16, 4}, {32, 4}, {32, 8}}};
 // Vectors per thread the block_row family keeps in registers. 1024-thread
 // blocks cap a thread at 64 registers; 8 vectors (32 registers of data) spilled
 // in the 16-bit kernels (ptxas -v, sm_90), and 1024 x 4 vectors already hold
@@ -70,7 +75,7 @@ constexpr int count_variants() {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 1;
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2;
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -90,6 +95,8 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
           for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt};
         else
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
+        out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0,
+                           bwd ? kBlockVptBackward.back() : kBlockVpt.back()};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
       }
   return out;

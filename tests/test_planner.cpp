@@ -47,18 +47,21 @@ TEST_CASE("strategy by row length on H100") {
     return plan_softmax(h100, {dt, bwd, 4096, cols, true}, recorded(h100));
   };
   CHECK(plan(32).kernel.strategy == Strategy::group_rows);
-  CHECK(plan(32).kernel.group == 8);        // 8 vectors of 4 floats
+  CHECK(plan(32).kernel.group == 2);        // 8 vectors of 4 floats: 2 threads x 4
+  CHECK(plan(32).kernel.vpt == 4);
+  CHECK(plan(8).kernel.group == 1);         // 2 vectors: one thread
+  CHECK(plan(8).kernel.vpt == 2);
   CHECK(plan(1024).kernel.group == 32);
   CHECK(plan(1024).kernel.vpt == 8);
   CHECK(plan(1028).kernel.strategy == Strategy::block_row);
   CHECK(plan(16384).smem_vecs == 0);
   CHECK(plan(16384).kernel.strategy == Strategy::block_row);
-  CHECK(plan(65536).kernel.strategy == Strategy::block_row);
+  CHECK(plan(65536).kernel.strategy == Strategy::block_row_smem);
   CHECK(plan(65536).smem_vecs > 0);
   CHECK(plan(65536).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
   CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
   CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
-  CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row);  // 16-bit rows fit twice as long
+  CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row_smem);  // 16-bit rows fit twice as long
   // Persistent grid: SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.geometry.grid == std::min<std::int64_t>(4096, std::int64_t(h100.sm_count) * p.exact.blocks_per_sm));

@@ -105,8 +105,8 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
     v.strategy = Strategy::group_rows;
     v.group = to_int(m[4]);
     v.vpt = to_int(m[5]);
-  } else if (kernel == "block_row") {
-    v.strategy = Strategy::block_row;
+  } else if (kernel == "block_row" || kernel == "block_row_smem") {
+    v.strategy = kernel == "block_row" ? Strategy::block_row : Strategy::block_row_smem;
     v.vpt = to_int(m[4]);
   } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
     v.strategy = Strategy::split_row;
@@ -170,7 +170,8 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
         a.name = variant_name(kCatalogue[static_cast<std::size_t>(v)]) + (fin ? ".finalize" : "");
         switch (kCatalogue[static_cast<std::size_t>(v)].strategy) {
           case Strategy::group_rows: a.max_threads_per_block = kGroupRowsBlock; break;
-          case Strategy::block_row: a.max_threads_per_block = kBlockRowMaxThreads; break;
+          case Strategy::block_row:
+          case Strategy::block_row_smem: a.max_threads_per_block = kBlockRowMaxThreads; break;
           case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;

@@ -55,7 +55,8 @@ void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
-    case Strategy::block_row: work = rows; break;
+    case Strategy::block_row:
+    case Strategy::block_row_smem: work = rows; break;
     case Strategy::split_row: work = rows * p.chunks_per_row; break;
   }
   const std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1);
@@ -78,9 +79,11 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
 
   Plan plan;
   if (nv <= 256) {
-    // group_rows: the smallest power-of-two group that holds the row in one
-    // vector per thread, up to a warp; past that a warp and 2/4/8 vectors.
-    const int group = static_cast<int>(std::min<std::int64_t>(next_pow2(nv), 32));
+    // group_rows: four vectors a thread where the row allows (fewer shuffle
+    // rounds), so the group is a power of two up to a warp; rows under four
+    // vectors take one thread with 1, 2 or 4 vectors; past 32 x 4 vectors, a
+    // warp with 8.
+    const int group = static_cast<int>(std::clamp<std::int64_t>(next_pow2(ceil_div(nv, 4)), 1, 32));
     const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
     plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt}, kGroupRowsBlock, 0,
                      attributes);
@@ -112,7 +115,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
       // Only worth planning if it can fit in the opt-in shared memory.
       if (!dev.is_gpu() || spill * threads * vec_bytes <= dev.smem_per_block_optin) {
-        plan = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, max_vpt}, threads,
+        plan = make_plan(dev, s, Variant{Strategy::block_row_smem, s.dtype, s.backward, vec, 0, max_vpt}, threads,
                          static_cast<int>(spill), attributes);
         fits = plan.exact.blocks_per_sm >= 1 &&
                (!dev.is_gpu() ||

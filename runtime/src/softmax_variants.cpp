@@ -16,6 +16,7 @@ std::string to_string(Strategy s) {
     case Strategy::group_rows: return "group_rows";
     case Strategy::block_row: return "block_row";
     case Strategy::split_row: return "split_row";
+    case Strategy::block_row_smem: return "block_row_smem";
   }
   return "unknown";
 }

@@ -157,9 +157,10 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
       std::vector<std::pair<int, std::int64_t>> launches;
       if (var.strategy == Strategy::group_rows) launches = {{kGroupRowsBlock, 0}};
       else if (var.strategy == Strategy::split_row) launches = {{kSplitRowBlock, 0}};
+      else if (var.strategy == Strategy::block_row_smem) launches = {{1024, 0}};
       else
         for (int t : {128, 256, 512, 1024}) launches.push_back({t, 0});
-      if (var.strategy == Strategy::block_row && var.vpt == (var.backward ? 2 : 4))
+      if (var.strategy == Strategy::block_row_smem)
         for (std::int64_t s : {std::int64_t(16384), std::int64_t(65536), std::int64_t(131072), p.smem_per_block_optin - a.static_smem_bytes})
           launches.push_back({1024, s});
       for (auto [threads, smem] : launches) {
