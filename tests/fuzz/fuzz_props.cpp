@@ -11,6 +11,7 @@
 // duet::Error, or a violated invariant (FUZZ_CHECK).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -157,7 +158,8 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     check_same(p.exact, duet::exact_occupancy(d, p.attributes, p.launch));
   }
   // The row is covered: every element has a thread (register or shared
-  // memory slot, or a chunk) to go to.
+  // memory slot, or a chunk) to go to. Classified by the plan's data, not
+  // by enumerator, so new strategies are checked too.
   const __int128 cols = s.cols;
   __int128 work = s.rows;  // blocks' worth of work (before the resident cap)
   if (p.kernel.strategy == Strategy::group_rows) {
@@ -166,18 +168,21 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     const int groups = p.kernel.group > 0 ? p.launch.threads_per_block / p.kernel.group : 0;
     FUZZ_CHECK(groups >= 1 && p.rows_per_block >= 1 && p.rows_per_block % groups == 0, ctx);
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
-  } else if (p.kernel.strategy == Strategy::block_row) {
-    FUZZ_CHECK(p.rows_per_block == 1, ctx);
-    FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= cols, ctx);
-  } else {
-    // Chunked strategies (split_row, and any later one): enough chunks,
-    // none empty, one (max, sum) float pair per (row, chunk).
-    FUZZ_CHECK(p.rows_per_block == 1 && p.chunks_per_row >= 1 && p.chunk_elems >= 1, ctx);
+  } else if (p.chunks_per_row > 0) {
+    // Chunked rows (split_row): enough chunks, none empty, one (max, sum)
+    // float pair per (row, chunk).
+    FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
     FUZZ_CHECK(__int128(p.workspace_bytes) == __int128(s.rows) * p.chunks_per_row * 8, ctx);
     if (p.kernel.strategy == Strategy::split_row) FUZZ_CHECK(p.finalize_geometry.grid == p.geometry.grid, ctx);
     work = __int128(s.rows) * p.chunks_per_row;
+  } else {
+    // One block a row (block_row, with or without shared memory): registers
+    // plus shared-memory vectors hold the row.
+    FUZZ_CHECK(p.kernel.strategy != Strategy::split_row, ctx);
+    FUZZ_CHECK(p.rows_per_block == 1 && p.smem_vecs >= 0, ctx);
+    FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= cols, ctx);
   }
   // The grid: no blocks for no rows; otherwise at least one, at most the
   // resident blocks (persistent kernels) and at most the work items.
