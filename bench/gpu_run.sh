@@ -15,13 +15,12 @@ COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
   "$B/tools/deviceinfo"
   "$B/tools/deviceinfo" --plan 4096x8192:f32 --plan 16384x65536:f32 --plan 64x1048576:f32 --plan 65536x1024:bf16
 } > "$OUT/deviceinfo.txt" 2>&1
-"$B/tools/deviceinfo" --json --plan 4096x8192:f32 > "$OUT/deviceinfo.json" 2>&1
 echo "== gpu tests"
 DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 240 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc $?"; tail -4 "$OUT/gpu_tests.log"; grep -E "threw|ERROR:" "$OUT/gpu_tests.log" | head
 echo "== python tests (torch, autograd, through the C ABI)"
 DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
-echo "pytest rc $?"; tail -3 "$OUT/pytest.log"
+echo "pytest rc $?"; grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest.log" | head -20; tail -2 "$OUT/pytest.log"
 echo "== bench cold"
 timeout 150 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45
 echo "== bench tutorial"

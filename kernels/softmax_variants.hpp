@@ -57,11 +57,13 @@ static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
               kGroupRowsRowsPerStep<8> == group_rows_rows_per_step(8));
 
 // Shapes of the group_rows family: (threads per row, vectors per thread).
-// Four vectors a thread where the row allows: fewer threads a row means
-// fewer shuffle rounds, which ncu showed as the second stall reason (short
-// scoreboard, 31% of cycles) with 32 threads on a 128-float row.
+// At least 8 threads a row (8 x 16 bytes: a warp's load covers whole
+// 128-byte lines) and up to four vectors a thread: fewer threads a row means
+// fewer shuffle rounds (ncu: short-scoreboard stalls, 31% of cycles, with 32
+// threads on a 128-float row), but 1 to 4 threads a row scattered each
+// load over many lines (bf16 N = 32 with one thread a row: 0.46 of copy).
 inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
-    {1, 1}, {1, 2}, {1, 4}, {2, 4}, {4, 4}, {8, 4}, {16, 4}, {32, 4}, {32, 8}}};
+    {1, 1}, {2, 1}, {4, 1}, {8, 1}, {8, 2}, {8, 4}, {16, 4}, {32, 4}, {32, 8}}};
 // Vectors per thread the block_row family keeps in registers. 1024-thread
 // blocks cap a thread at 64 registers; 8 vectors (32 registers of data) spilled
 // in the 16-bit kernels (ptxas -v, sm_90), and 1024 x 4 vectors already hold

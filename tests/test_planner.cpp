@@ -47,10 +47,12 @@ TEST_CASE("strategy by row length on H100") {
     return plan_softmax(h100, {dt, bwd, 4096, cols, true}, recorded(h100));
   };
   CHECK(plan(32).kernel.strategy == Strategy::group_rows);
-  CHECK(plan(32).kernel.group == 2);        // 8 vectors of 4 floats: 2 threads x 4
-  CHECK(plan(32).kernel.vpt == 4);
-  CHECK(plan(8).kernel.group == 1);         // 2 vectors: one thread
-  CHECK(plan(8).kernel.vpt == 2);
+  CHECK(plan(32).kernel.group == 8);        // 8 vectors of 4 floats: 8 threads x 1
+  CHECK(plan(32).kernel.vpt == 1);
+  CHECK(plan(8).kernel.group == 2);         // 2 vectors: two threads
+  CHECK(plan(128).kernel.group == 8);       // 32 vectors: 8 threads x 4
+  CHECK(plan(128).kernel.vpt == 4);
+  CHECK(plan(512).kernel.group == 32);
   CHECK(plan(1024).kernel.group == 32);
   CHECK(plan(1024).kernel.vpt == 8);
   CHECK(plan(1028).kernel.strategy == Strategy::block_row);

@@ -79,11 +79,11 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
 
   Plan plan;
   if (nv <= 256) {
-    // group_rows: four vectors a thread where the row allows (fewer shuffle
-    // rounds), so the group is a power of two up to a warp; rows under four
-    // vectors take one thread with 1, 2 or 4 vectors; past 32 x 4 vectors, a
-    // warp with 8.
-    const int group = static_cast<int>(std::clamp<std::int64_t>(next_pow2(ceil_div(nv, 4)), 1, 32));
+    // group_rows: at least 8 threads a row (whole 128-byte lines a load; the
+    // whole row if it is shorter), up to four vectors a thread (fewer shuffle
+    // rounds), a warp with 8 vectors past 128 vectors (kGroupShapes).
+    const int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
+                                                std::min<std::int64_t>(next_pow2(ceil_div(nv, 4)), 32)));
     const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
     plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt}, kGroupRowsBlock, 0,
                      attributes);

@@ -134,23 +134,40 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
   return plan;
 }
 
-// Grow-only workspace per (device, stream): kernels queued on one stream
-// run in order, so one buffer per stream is never used by two at once.
+// Grow-only workspace per (device, stream). split_row's two kernels must
+// run back to back on their stream with nothing else writing the partials in
+// between, and a buffer must outlive the launch that uses it, so a caller
+// holds the slot's lock from taking the buffer until both kernels are
+// enqueued (stream order does the rest), and a grown-out buffer is freed
+// only when its last user lets go (cudaFree then waits for the device).
 class Workspaces {
  public:
-  void* get(const Device& dev, void* stream, std::int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = buffers_[{dev.backend(), dev.ordinal(), stream}];
-    if (!slot || slot->size() < static_cast<std::size_t>(bytes)) {
-      slot.reset();  // cudaFree waits for the device, so the old buffer is idle
-      slot = std::make_unique<Buffer>(dev, static_cast<std::size_t>(bytes));
+  struct Lease {
+    std::unique_lock<std::mutex> lock;
+    std::shared_ptr<Buffer> buffer;
+  };
+  Lease get(const Device& dev, void* stream, std::int64_t bytes) {
+    Slot* slot = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& s = slots_[{dev.backend(), dev.ordinal(), stream}];
+      if (!s) s = std::make_unique<Slot>();
+      slot = s.get();
     }
-    return slot->data();
+    Lease lease{std::unique_lock<std::mutex>(slot->mutex), nullptr};
+    if (!slot->buffer || slot->buffer->size() < static_cast<std::size_t>(bytes))
+      slot->buffer = std::make_shared<Buffer>(dev, static_cast<std::size_t>(bytes));
+    lease.buffer = slot->buffer;
+    return lease;
   }
 
  private:
+  struct Slot {
+    std::mutex mutex;
+    std::shared_ptr<Buffer> buffer;
+  };
   std::mutex mutex_;
-  std::map<std::tuple<BackendKind, int, void*>, std::unique_ptr<Buffer>> buffers_;
+  std::map<std::tuple<BackendKind, int, void*>, std::unique_ptr<Slot>> slots_;
 };
 Workspaces& workspaces() {
   static auto* w = new Workspaces();  // never destroyed: device memory outlives static teardown order
@@ -180,7 +197,11 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  a.partials = plan.workspace_bytes > 0 ? static_cast<float*>(workspaces().get(dev, c.stream, plan.workspace_bytes)) : nullptr;
+  Workspaces::Lease workspace;
+  if (plan.workspace_bytes > 0) {
+    workspace = workspaces().get(dev, c.stream, plan.workspace_bytes);
+    a.partials = static_cast<float*>(workspace.buffer->data());
+  }
   detail::backend(dev.backend())
       .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
 }

@@ -122,6 +122,29 @@ TEST_CASE("inf, -inf and NaN propagate as in torch") {
   }
 }
 
+TEST_CASE("large magnitudes keep their precision") {
+  // exp(x - m) must subtract before scaling: a fused x*log2e - m*log2e rounds
+  // at the magnitude of m (0.5% error at 1e5, garbage at 1e30).
+  const Device dev = duet::testing::first_gpu();
+  for (std::int64_t cols : {3, 100, 3000, 70000, 300000}) {
+    const std::int64_t rows = 4;
+    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t i = 0; i < cols; ++i) {
+      x[static_cast<std::size_t>(0 * cols + i)] += 1e5f;
+      x[static_cast<std::size_t>(1 * cols + i)] -= 3e4f;
+      x[static_cast<std::size_t>(2 * cols + i)] = i % 2 ? 1e30f : -1e30f;
+      x[static_cast<std::size_t>(3 * cols + i)] = x[static_cast<std::size_t>(3 * cols + i)] * 1e3f;
+    }
+    for (Op op : {Op::softmax, Op::log_softmax}) {
+      Case c;
+      c.op = op;
+      c.rows = rows;
+      c.cols = cols;
+      expect_ok(c, run_case(dev, c, &x));
+    }
+  }
+}
+
 TEST_CASE("rows past 2^31 elements in total use 64-bit offsets") {
   const Device dev = duet::testing::first_gpu();
   // 2^31 + 2^20 bf16 elements (4.3 GB); a few rows of the end are checked.
