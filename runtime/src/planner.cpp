@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <string>
 
 #include "duet/error.hpp"
 
@@ -59,7 +61,13 @@ void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
     case Strategy::block_row_smem: work = rows; break;
     case Strategy::split_row: work = rows * p.chunks_per_row; break;
   }
-  const std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1);
+  // DUET_PERSISTENT=0 launches one block per unit of work instead of the
+  // persistent grid: a measurement knob for bench/NOTES.md, not a mode.
+  static const bool persistent = [] {
+    const char* v = std::getenv("DUET_PERSISTENT");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  const std::int64_t resident = persistent ? std::max<std::int64_t>(p.resident_blocks, 1) : work;
   p.geometry = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
   if (p.kernel.strategy == Strategy::split_row) {
     p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
