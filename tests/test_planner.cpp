@@ -64,9 +64,12 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
   CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
   CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row_smem);  // 16-bit rows fit twice as long
-  // Persistent grid: SMs x blocks per SM, capped by the work.
+  // Grid: up to 64 waves of SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
-  CHECK(p.geometry.grid == std::min<std::int64_t>(4096, std::int64_t(h100.sm_count) * p.exact.blocks_per_sm));
+  CHECK(p.resident_blocks == std::int64_t(h100.sm_count) * p.exact.blocks_per_sm);
+  CHECK(p.geometry.grid == std::min<std::int64_t>(4096, 64 * p.resident_blocks));
+  const Plan huge = plan_softmax(h100, {DType::f32, false, std::int64_t(1) << 30, 32, true}, recorded(h100));
+  CHECK(huge.geometry.grid == 64 * huge.resident_blocks);  // grid-stride covers the rest
   const Plan few = plan_softmax(h100, {DType::f32, false, 3, 4096, true}, recorded(h100));
   CHECK(few.geometry.grid == 3);
 }

@@ -5,8 +5,10 @@
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
 //   wider                     split_row: chunks, online (max, sum), two kernels
-// The grid is SMs x blocks per SM (exact occupancy model), capped by the
-// work, as in the Triton fused-softmax tutorial.
+// Blocks per SM come from the exact occupancy model; the grid is up to 64
+// waves of SMs x blocks per SM, capped by the work. The kernels walk rows with
+// grid-stride loops, so the Triton tutorial's persistent grid (one wave,
+// DUET_PERSISTENT=1) runs too; it measured ~10% slower (bench/NOTES.md).
 #pragma once
 
 #include <cstdint>
