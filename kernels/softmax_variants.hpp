@@ -69,7 +69,10 @@ inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
 // in the 16-bit kernels (ptxas -v, sm_90), and 1024 x 4 vectors already hold
 // 16384 floats, past which shared memory takes the rest. Backward keeps two
 // tensors and spilled at 4.
-inline constexpr std::array<int, 3> kBlockVpt{1, 2, 4};
+inline constexpr std::array<int, 4> kBlockVpt{1, 2, 4, 8};
+// block_row_smem keeps 4 vectors (backward 2) in registers beside its
+// shared-memory code, which costs registers of its own.
+constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
 inline constexpr std::array<int, 2> kBlockVptBackward{1, 2};
 
 constexpr int count_variants() {
@@ -97,8 +100,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
           for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt};
         else
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
-        out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0,
-                           bwd ? kBlockVptBackward.back() : kBlockVpt.back()};
+        out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
       }
   return out;

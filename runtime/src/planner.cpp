@@ -108,14 +108,15 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     const int max_vpt = s.backward ? kBlockVptBackward.back() : kBlockVpt.back();
     bool fits = false;
     if (nv <= std::int64_t(kBlockRowMaxThreads) * max_vpt) {
-      // Aim for max_vpt vectors a thread (loads in flight) and as few idle
-      // lanes as possible: threads in multiples of 64 (whole wavefronts on
-      // either vendor), at least 128. Powers of two left a quarter of the
-      // lanes idle at N = 12288 f32 (3072 vectors in 1024 x 4), measured 0.72.
-      const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, max_vpt), 64) * 64, 128,
+      // 4 vectors a thread up to 768 threads (measured 0.94-0.97 of copy on
+      // the H200 for N = 1536..12288 f32), then 8 (a 1024 x 4 block fits
+      // once per SM by registers: 0.82 at N = 16384), in blocks of whole
+      // wavefronts (multiples of 64 threads), at least 128.
+      const int target = s.backward ? max_vpt : (ceil_div(nv, 4) <= 768 ? 4 : 8);
+      const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
                                                                      kBlockRowMaxThreads));
       int vpt = max_vpt;
-      for (int c : (s.backward ? std::array<int, 3>{1, 2, 2} : std::array<int, 3>{1, 2, 4}))
+      for (int c : (s.backward ? std::array<int, 4>{1, 2, 2, 2} : std::array<int, 4>{1, 2, 4, 8}))
         if (std::int64_t(c) * threads >= nv) {
           vpt = c;
           break;
@@ -126,16 +127,17 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       fits = true;
     } else {
       const int threads = kBlockRowMaxThreads;
-      const std::int64_t spill = ceil_div(nv - std::int64_t(threads) * max_vpt, threads);
+      const int reg_vpt = block_row_smem_vpt(s.backward);
+      const std::int64_t spill = ceil_div(nv - std::int64_t(threads) * reg_vpt, threads);
       const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
       // Only worth planning if it can fit in the opt-in shared memory.
       if (!dev.is_gpu() || spill * threads * vec_bytes <= dev.smem_per_block_optin) {
-        plan = make_plan(dev, s, Variant{Strategy::block_row_smem, s.dtype, s.backward, vec, 0, max_vpt}, threads,
+        plan = make_plan(dev, s, Variant{Strategy::block_row_smem, s.dtype, s.backward, vec, 0, reg_vpt}, threads,
                          static_cast<int>(spill), attributes);
         fits = plan.exact.blocks_per_sm >= 1 &&
                (!dev.is_gpu() ||
                 plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes <= dev.smem_per_block_optin);
-        plan.why = "row of " + std::to_string(nv) + " vectors: " + std::to_string(threads * max_vpt) +
+        plan.why = "row of " + std::to_string(nv) + " vectors: " + std::to_string(threads * reg_vpt) +
                    " in registers, " + std::to_string(spill * threads) + " in shared memory (" +
                    std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
       }
