@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <string_view>
@@ -32,6 +33,9 @@ using namespace duet_fuzz;
 using duet::Plan;
 using duet::SoftmaxShape;
 using duet::Strategy;
+
+// Waves of resident blocks the planner's grid may span (planner.hpp).
+constexpr std::int64_t kMaxWaves = 64;
 
 // ------------------------------------------------------------ parsing
 
@@ -168,6 +172,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     const int groups = p.kernel.group > 0 ? p.launch.threads_per_block / p.kernel.group : 0;
     FUZZ_CHECK(groups >= 1 && p.rows_per_block >= 1 && p.rows_per_block % groups == 0, ctx);
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
+    work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
     // Chunked rows (split_row): enough chunks, none empty, one (max, sum)
     // float pair per (row, chunk).
@@ -184,16 +189,20 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(p.rows_per_block == 1 && p.smem_vecs >= 0, ctx);
     FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= cols, ctx);
   }
-  // The grid: no blocks for no rows; otherwise at least one, at most the
-  // resident blocks (persistent kernels) and at most the work items.
+  // The grid: no blocks for no rows; otherwise within the work items, at
+  // least one wave of resident blocks (or all the work), and at most
+  // kMaxWaves waves (planner.hpp: up to 64; one with DUET_PERSISTENT=1).
   FUZZ_CHECK(p.geometry.grid >= 0, ctx);
   FUZZ_CHECK(p.geometry.block == p.launch.threads_per_block, ctx);
   FUZZ_CHECK(p.geometry.dynamic_smem == p.launch.dynamic_smem_bytes, ctx);
   if (s.rows == 0) {
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
-    FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= p.resident_blocks, ctx);
-    FUZZ_CHECK(p.geometry.grid <= work, ctx);
+    const char* persistent = std::getenv("DUET_PERSISTENT");
+    const std::int64_t waves = persistent != nullptr && std::string_view(persistent) == "1" ? 1 : kMaxWaves;
+    FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
+    FUZZ_CHECK(p.geometry.grid <= __int128(p.resident_blocks) * waves, ctx);
+    FUZZ_CHECK(p.geometry.grid >= std::min<__int128>(work, p.resident_blocks), ctx);
   }
 }
 
