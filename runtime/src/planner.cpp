@@ -108,23 +108,34 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     const int max_vpt = s.backward ? kBlockVptBackward.back() : kBlockVpt.back();
     bool fits = false;
     if (nv <= std::int64_t(kBlockRowMaxThreads) * max_vpt) {
-      // 4 vectors a thread up to 768 threads (measured 0.94-0.97 of copy on
-      // the H200 for N = 1536..12288 f32), then 8 (a 1024 x 4 block fits
-      // once per SM by registers: 0.82 at N = 16384), in blocks of whole
-      // wavefronts (multiples of 64 threads), at least 128.
-      const int target = s.backward ? max_vpt : (ceil_div(nv, 4) <= 768 ? 4 : 8);
-      const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
-                                                                     kBlockRowMaxThreads));
-      int vpt = max_vpt;
-      for (int c : (s.backward ? std::array<int, 4>{1, 2, 2, 2} : std::array<int, 4>{1, 2, 4, 8}))
-        if (std::int64_t(c) * threads >= nv) {
-          vpt = c;
-          break;
+      // Candidates: 4 or 8 vectors a thread (backward: 2), in blocks of
+      // whole wavefronts (multiples of 64 threads, at least 128). Keep the
+      // one with the most vectors resident per SM (exact occupancy x block
+      // x vectors a thread: the bytes in flight), ties to fewer vectors a
+      // thread. On the H200 a 1024 x 4 f32 block fit once per SM by
+      // registers (0.82 of copy at N = 16384) where 512 x 8 fits twice (0.95).
+      for (int target : (s.backward ? std::array<int, 2>{max_vpt, max_vpt} : std::array<int, 2>{4, 8})) {
+        const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
+                                                                       kBlockRowMaxThreads));
+        if (std::int64_t(target) * threads < nv) continue;
+        int vpt = target;
+        for (int c : kBlockVpt)
+          if (c <= target && std::int64_t(c) * threads >= nv) {
+            vpt = c;
+            break;
+          }
+        Plan candidate = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, vpt}, threads, 0,
+                                   attributes);
+        const auto resident = [](const Plan& p) {
+          return std::int64_t(p.exact.blocks_per_sm) * p.launch.threads_per_block * p.kernel.vpt;
+        };
+        if (!fits || resident(candidate) > resident(plan)) {
+          plan = std::move(candidate);
+          plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(threads) + " threads x " +
+                     std::to_string(vpt) + " vectors in registers";
+          fits = true;
         }
-      plan = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, vpt}, threads, 0, attributes);
-      plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(threads) + " threads x " +
-                 std::to_string(vpt) + " vectors in registers";
-      fits = true;
+      }
     } else {
       const int threads = kBlockRowMaxThreads;
       const int reg_vpt = block_row_smem_vpt(s.backward);
