@@ -64,16 +64,14 @@ static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
 // load over many lines (bf16 N = 32 with one thread a row: 0.46 of copy).
 inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
     {1, 1}, {2, 1}, {4, 1}, {8, 1}, {8, 2}, {8, 4}, {16, 4}, {32, 4}, {32, 8}}};
-// Vectors per thread the block_row family keeps in registers. 1024-thread
-// blocks cap a thread at 64 registers; 8 vectors (32 registers of data) spilled
-// in the 16-bit kernels (ptxas -v, sm_90), and 1024 x 4 vectors already hold
-// 16384 floats, past which shared memory takes the rest. Backward keeps two
-// tensors and spilled at 4.
+// Vectors per thread block_row keeps in registers. 1024-thread blocks cap a
+// thread at 64 registers: the register-only kernel holds 8 vectors (4 for
+// backward, which keeps two tensors) without spilling (ptxas -v, sm_90).
 inline constexpr std::array<int, 4> kBlockVpt{1, 2, 4, 8};
-// block_row_smem keeps 4 vectors (backward 2) in registers beside its
-// shared-memory code, which costs registers of its own.
+inline constexpr std::array<int, 3> kBlockVptBackward{1, 2, 4};
+// block_row_smem keeps fewer, 4 (backward 2): its shared-memory code costs
+// registers of its own, and 8 (backward 4) spilled beside it.
 constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
-inline constexpr std::array<int, 2> kBlockVptBackward{1, 2};
 
 constexpr int count_variants() {
   int n = 0;

@@ -114,7 +114,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       // x vectors a thread: the bytes in flight), ties to fewer vectors a
       // thread. On the H200 a 1024 x 4 f32 block fit once per SM by
       // registers (0.82 of copy at N = 16384) where 512 x 8 fits twice (0.95).
-      for (int target : (s.backward ? std::array<int, 2>{max_vpt, max_vpt} : std::array<int, 2>{4, 8})) {
+      for (int target : (s.backward ? std::array<int, 2>{2, 4} : std::array<int, 2>{4, 8})) {
         const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
                                                                        kBlockRowMaxThreads));
         if (std::int64_t(target) * threads < nv) continue;

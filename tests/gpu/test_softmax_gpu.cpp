@@ -2,14 +2,17 @@
 // strided, in-place and misaligned, against the double reference.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <thread>
 
 #include <atomic>
 
+#include "duet/error.hpp"
 #include "duet/float16.hpp"
 #include "duet/occupancy.hpp"
 #include "gpu_fixture.hpp"
@@ -220,4 +223,62 @@ TEST_CASE("eight host threads running softmax at once get correct results") {
     });
   for (auto& th : pool) th.join();
   CHECK(failures.load() == 0);
+}
+
+TEST_CASE("randomized differential: 2000 random shapes, strides, dtypes and alignments") {
+  const Device dev = duet::testing::first_gpu();
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> log_cols(0.0, std::log(400000.0));
+  int failures = 0;
+  const int cases = std::getenv("DUET_DIFFERENTIAL_CASES") ? std::atoi(std::getenv("DUET_DIFFERENTIAL_CASES")) : 2000;
+  for (int i = 0; i < cases; ++i) {
+    Case c;
+    c.dtype = static_cast<DType>(rng() % 3);
+    c.op = rng() % 2 ? Op::softmax : Op::log_softmax;
+    c.backward = rng() % 3 == 0;
+    c.cols = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::exp(log_cols(rng))));
+    c.rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(rng() % std::max<std::uint64_t>(1, (1 << 19) / c.cols + 1)));
+    if (rng() % 2) c.in_stride = c.cols + static_cast<std::int64_t>(rng() % 17);
+    if (rng() % 2) c.out_stride = c.cols + static_cast<std::int64_t>(rng() % 17);
+    c.misalign = rng() % 4 == 0 ? static_cast<std::int64_t>(rng() % 8) : 0;
+    c.in_place = rng() % 5 == 0;
+    try {
+      const auto o = run_case(dev, c);
+      if (!o.check.ok) {
+        ++failures;
+        MESSAGE(c.name(), " via ", o.variant, ": ", o.check.first_failure);
+      }
+    } catch (const std::exception& e) {
+      ++failures;
+      MESSAGE(c.name(), " threw: ", e.what());
+    }
+  }
+  MESSAGE("differential: ", cases, " cases, ", failures, " failures");
+  CHECK(failures == 0);
+}
+
+TEST_CASE("pointers from the wrong place are refused before anything is written") {
+  const Device dev = duet::testing::first_gpu();
+  std::vector<float> host(256, 1.0f);
+  Buffer x(dev, 256 * 4), y(dev, 256 * 4);
+  y.fill(0x7f);
+  auto expect = [&](auto&& call, const char* mentions) {
+    try {
+      call();
+      FAIL("accepted a bad call");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(mentions) != std::string::npos);
+    }
+  };
+  expect([&] { softmax(dev, DType::f32, 4, 64, host.data(), 64, y.data(), 64); }, "host pointer");
+  expect([&] { softmax(dev, DType::f32, 4, 64, x.data(), 64, host.data(), 64); }, "host pointer");
+  expect([&] { softmax(Device(BackendKind::host, 0), DType::f32, 4, 64, x.data(), 64, host.data(), 64); },
+         "device memory");
+  expect([&] { softmax(dev, DType::f32, 4, 64, x.data(), 64, static_cast<float*>(x.data()) + 8, 64); }, "overlap");
+  std::vector<std::uint8_t> after(256 * 4);
+  y.download(after.data(), after.size());
+  CHECK(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == 0x7f; }));
+  CHECK_THROWS_AS(device(dev.backend(), 1000), Error);
 }
