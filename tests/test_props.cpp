@@ -94,6 +94,11 @@ TEST_CASE("hostile property files give one clear error") {
       {mutate([](auto& p) { p["register_pool"] = 7; }), "register_pool"},
       {mutate([](auto& p) { p["name"] = nullptr; }), "name"},
       {mutate([](auto& p) { p["smem_per_block_optin"] = 1 << 30; }), "smem_per_block_optin"},
+      // Fuzz findings: a NUL ends nlohmann's input early; 1e400 overflowed
+      // into a non-duet exception.
+      {good + std::string(1, '\0') + "garbage", "NUL"},
+      {"1e400", "not valid JSON"},
+      {mutate([](auto& p) { p["sm_count"] = 1.5; }), "sm_count"},
   };
   for (const auto& c : cases) {
     INFO(c.text.substr(0, 80));

@@ -76,6 +76,10 @@ Occupancy host_occupancy(const DeviceProps& dev, const KernelAttributes& k,
 Occupancy tutorial_occupancy(const DeviceProps& dev, const KernelAttributes& k,
                              const LaunchShape& launch) {
   if (dev.vendor == Vendor::host) return host_occupancy(dev, k, launch, "tutorial");
+  // The tutorial has a formula per vendor; any other code (only reachable
+  // by casting) is refused before its warp size is divided by (fuzz finding).
+  if (dev.vendor != Vendor::nvidia && dev.vendor != Vendor::amd)
+    throw Error(Status::invalid_argument, "occupancy: unknown dev.vendor");
   occupancy_detail::validate_gpu(dev, k, launch);
 
   const std::int64_t warp = dev.warp_size;

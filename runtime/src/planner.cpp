@@ -9,7 +9,7 @@
 
 namespace duet {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }  // no a + b - 1 overflow
 
 namespace {
 
@@ -57,6 +57,9 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }  // namespace
 
 void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
+  // rows x chunks (the work) and its 8-byte partials must stay below 2^63.
+  require(rows >= 0 && rows <= (std::int64_t(1) << 59) / std::max(p.chunks_per_row, 1), Status::invalid_argument,
+          "set_grid: rows out of range: " + std::to_string(rows));
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
@@ -88,6 +91,10 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
   require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
           "cols must be below 2^31, got " + std::to_string(s.cols));
+  // rows x cols below 2^62 keeps every grid and workspace product in range
+  // (a fuzz finding: rows near 2^63 overflowed set_grid's arithmetic).
+  require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
+          "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
   require(s.cols % vec == 0, Status::invalid_argument, "vector path needs cols divisible by " + std::to_string(vec));
   const std::int64_t nv = s.cols / vec;
