@@ -8,6 +8,66 @@
 
 using namespace duet;
 
+#if defined(DUET_VENDOR_HIP)
+namespace {
+// An MI300X as hipGetDeviceProperties (ROCm 5.2's struct) reports it.
+hipDeviceProp_t mi300x() {
+  hipDeviceProp_t p{};
+  std::strcpy(p.name, "AMD Instinct MI300X");
+  std::strcpy(p.gcnArchName, "gfx942:sramecc+:xnack-");
+  p.major = 9;
+  p.minor = 4;
+  p.multiProcessorCount = 304;
+  p.warpSize = 64;
+  p.regsPerBlock = 65536;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsPerMultiProcessor = 2048;
+  p.sharedMemPerBlock = 65536;
+  p.maxSharedMemoryPerMultiProcessor = 65536;
+  p.l2CacheSize = 4194304;
+  p.totalGlobalMem = 206141652992ull;
+  p.memoryBusWidth = 8192;
+  p.cooperativeLaunch = 1;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("hipDeviceProp_t of an MI300X maps onto DeviceProps (ROCm 7 attributes)") {
+  DUET_NS::DeviceAttributeValues a;
+  a.memory_clock_khz = 2600000;
+  a.regs_per_sm = 131072;  // ROCm 7: the unified VGPR+AGPR pool
+  a.smem_per_sm = 65536;
+  a.smem_per_block_optin = 65536;
+  a.max_blocks_per_sm = 32;
+  const DeviceProps d = DUET_NS::map_device_props(mi300x(), a, 2, 60000000, 60000000);
+  CHECK(d.vendor == Vendor::amd);
+  CHECK(d.backend == BackendKind::hip);
+  CHECK(d.arch == "gfx942:sramecc+:xnack-");
+  CHECK(d.family == "CDNA3");
+  CHECK(d.ordinal == 2);
+  CHECK(d.sm_count == 304);
+  CHECK(d.warp_size == 64);
+  CHECK(d.regs_per_sm == 131072);
+  CHECK(d.register_pool == RegisterPoolReport::unified_pool);
+  CHECK(d.smem_per_sm == 65536);
+  CHECK(d.max_blocks_per_sm == 32);
+  CHECK(d.cooperative_launch);
+  CHECK(d.peak_bandwidth_gbps() == doctest::Approx(2.0 * 2.6e6 * 1e3 * 1024 / 1e9));
+}
+
+TEST_CASE("hipDeviceProp_t without the attributes HIP answers only on NVIDIA") {
+  const DUET_NS::DeviceAttributeValues none;  // every query failed (-1)
+  const DeviceProps d = DUET_NS::map_device_props(mi300x(), none, 0, 0, 0);
+  CHECK(d.regs_per_sm == 65536);  // from regsPerBlock, older ROCm's arch VGPRs
+  CHECK(d.register_pool == RegisterPoolReport::arch_vgprs_only);
+  CHECK(d.smem_per_sm == 65536);  // maxSharedMemoryPerMultiProcessor
+  CHECK(d.smem_per_block_optin == 65536);
+  CHECK(d.smem_reserved_per_block == 0);
+  CHECK(d.max_blocks_per_sm == 32);
+  CHECK(d.memory_clock_khz == 0);
+  CHECK(d.peak_bandwidth_gbps() == 0.0);
+}
+#else
 TEST_CASE("cudaDeviceProp of an H200 maps onto DeviceProps") {
   cudaDeviceProp p{};
   std::strcpy(p.name, "NVIDIA H200");
@@ -45,3 +105,4 @@ TEST_CASE("cudaDeviceProp of an H200 maps onto DeviceProps") {
   CHECK(d.peak_bandwidth_gbps() == doctest::Approx(4814.3).epsilon(0.001));
   CHECK(d.driver_version == 13000);
 }
+#endif
