@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--cols", default="")
     ap.add_argument("--tutorial", action="store_true", help="M=4096, N=256..12544, one input reused (as the tutorial)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd softmax")
+    ap.add_argument("--commit", default="", help="duet commit recorded with the results (default: git rev-parse)")
     args = ap.parse_args()
     torch.manual_seed(0)
     ceiling = copy_ceiling()
@@ -104,10 +105,12 @@ def main():
                   f"  torch {row['torch_GBps']:7.0f} GB/s", flush=True)
             del xs, ys, ref, got
             torch.cuda.empty_cache()
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = ""
+    commit = args.commit
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            commit = ""
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "date": time.strftime("%Y-%m-%d"), "commit": commit or "unknown", "copy_GBps": ceiling,
            "mode": "tutorial (M=4096, hot)" if args.tutorial else f"cold ({args.mbytes} MB inputs, 2 sets rotated)",

@@ -26,4 +26,4 @@ timeout 150 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit
 echo "== bench tutorial"
 timeout 60 "$B/tools/duet-bench" --sweep tutorial --hot --dtype f32 --commit "$COMMIT" --json "$OUT/bench_tutorial.json" > "$OUT/bench_tutorial.txt" 2>&1; tail -3 "$OUT/bench_tutorial.txt"
 echo "== torch comparison"
-timeout 120 python3 bench/compare.py --out "$OUT/compare" --dtypes float32,bfloat16 2>&1 | tail -40
+timeout 200 python3 bench/compare.py --out "$OUT/compare" --dtypes float32,bfloat16 --commit "$COMMIT" ${COMPARE_FLAGS:-} 2>&1 | tail -40

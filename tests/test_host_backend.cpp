@@ -2,7 +2,9 @@
 // reference, with poisoned outputs, across strategies' shape classes.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <random>
 
 #include "duet/device.hpp"
@@ -98,4 +100,25 @@ TEST_CASE("bad calls fail with a clear error and write nothing") {
   softmax(host, DType::f32, 2, 4, y.data(), 4, y.data(), 4);
   CHECK(y[0] == doctest::Approx(0.25f));
   CHECK_THROWS_AS(device(BackendKind::host, 3), Error);
+}
+
+TEST_CASE("host backend: eight threads at once, shared plan cache") {
+  const Device host = device(BackendKind::host, 0);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 8; ++t)
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<unsigned>(t));
+      std::normal_distribution<float> dist(0.0f, 4.0f);
+      for (std::int64_t cols : {7 + t, 1000, 4097}) {
+        const std::int64_t rows = 33;
+        std::vector<float> x(std::size_t(rows * cols)), y(x.size(), -1.0f);
+        for (auto& v : x) v = dist(rng);
+        softmax(host, DType::f32, rows, cols, x.data(), cols, y.data(), cols);
+        const auto check = reference::compare(y, reference::forward(x, rows, cols, Op::softmax), rows, cols, 1e-5);
+        if (!check.ok) ++failures;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures.load() == 0);
 }

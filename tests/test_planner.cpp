@@ -81,7 +81,8 @@ TEST_CASE("AMD plans come from the recorded HIP reports") {
   const Plan p = plan_softmax(mi300x, {DType::f32, false, 8192, 4096, true}, recorded(mi300x));
   CHECK(p.attributes.source.find("amdgpu") != std::string::npos);
   CHECK(p.exact.blocks_per_sm >= 1);
-  CHECK(p.geometry.grid <= std::int64_t(mi300x.sm_count) * p.exact.blocks_per_sm);
+  CHECK(p.resident_blocks == std::int64_t(mi300x.sm_count) * p.exact.blocks_per_sm);
+  CHECK(p.geometry.grid == std::min<std::int64_t>(8192, 64 * p.resident_blocks));
 }
 
 TEST_CASE("bad shapes are rejected") {

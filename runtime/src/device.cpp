@@ -115,6 +115,10 @@ void Buffer::fill(int byte_value) {
   detail::backend(device_.backend()).fill_bytes(device_.ordinal(), data_, byte_value, bytes_);
 }
 
+Stream::Stream(const Device& dev)
+    : device_(dev), handle_(detail::backend(dev.backend()).stream_create(dev.ordinal())) {}
+Stream::~Stream() { detail::backend(device_.backend()).stream_destroy(device_.ordinal(), handle_); }
+
 void synchronize(const Device& dev, void* stream) {
   detail::backend(dev.backend()).synchronize(dev.ordinal(), stream);
 }

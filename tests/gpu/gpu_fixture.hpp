@@ -40,6 +40,7 @@ struct Case {
   std::int64_t in_stride = 0, out_stride = 0;  // 0: cols
   std::int64_t misalign = 0;                   // elements to shift every pointer by
   bool in_place = false;
+  void* stream = nullptr;                      // nullptr: the default stream
 
   std::string name() const {
     return std::string(backward ? "bwd " : "") + (op == Op::softmax ? "softmax " : "log_softmax ") +
@@ -105,10 +106,11 @@ inline Outcome run_case(const Device& dev, const Case& c, const std::vector<floa
     call.dy = static_cast<char*>(bg.data()) + c.misalign * es;
     call.dy_stride = xs;
   }
+  call.stream = c.stream;
   Outcome out;
   out.variant = variant_name(plan_for(dev, call).kernel);
   run(dev, call);
-  synchronize(dev);
+  synchronize(dev, c.stream);
 
   const Buffer& result = c.in_place ? bx : bout;
   const std::size_t res_elems = c.in_place ? in_elems : out_elems;

@@ -206,20 +206,27 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
   CHECK(disagreements == 0);
 }
 
-TEST_CASE("eight host threads running softmax at once get correct results") {
+TEST_CASE("eight host threads x two streams each get correct results") {
+  // Plans, attributes and workspaces are shared: every thread plans the same
+  // shapes (one of them split_row, whose workspace is per stream) on its own
+  // two streams.
   const Device dev = duet::testing::first_gpu();
   std::atomic<int> failures{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < 8; ++t)
     pool.emplace_back([&, t] {
-      for (int s = 0; s < 2; ++s)
-        for (std::int64_t cols : {96 + t, 3000 + 17 * t, 70000 + t}) {
-          Case c;
-          c.cols = cols;
-          c.rows = 64 + s;
-          c.dtype = t % 2 ? DType::bf16 : DType::f32;
-          if (!run_case(dev, c).check.ok) ++failures;
-        }
+      Stream first(dev), second(dev);
+      void* streams[2] = {first.handle(), second.handle()};
+      for (int rep = 0; rep < 3; ++rep)
+        for (int s = 0; s < 2; ++s)
+          for (std::int64_t cols : {96, 3000, 70001}) {
+            Case c;
+            c.cols = cols;
+            c.rows = 64 + s;
+            c.dtype = t % 2 ? DType::bf16 : DType::f32;
+            c.stream = streams[s];
+            if (!run_case(dev, c).check.ok) ++failures;
+          }
     });
   for (auto& th : pool) th.join();
   CHECK(failures.load() == 0);

@@ -72,6 +72,21 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// RAII stream on a device (cudaStream_t / hipStream_t; nullptr on the host).
+// Any stream handle of the same device works with duet's calls too.
+class Stream {
+ public:
+  explicit Stream(const Device& dev);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* handle() const noexcept { return handle_; }
+
+ private:
+  Device device_;
+  void* handle_ = nullptr;
+};
+
 // Waits for all work on `stream` (nullptr: the whole device).
 void synchronize(const Device& dev, void* stream = nullptr);
 
