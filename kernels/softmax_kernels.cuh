@@ -151,6 +151,34 @@ __device__ __forceinline__ Pack<T, VEC>* row_ptr(void* base, std::int64_t row, s
   return reinterpret_cast<Pack<T, VEC>*>(static_cast<T*>(base) + row * stride);
 }
 
+// Issues the loads of vectors v0, v0 + stride, ..., (N of them, those below
+// `end`) of x, and of g for backward, before any is used: the loads in flight.
+template <int N, bool BWD, class P>
+__device__ __forceinline__ void load_strided(const P* xr, const P* gr, std::int64_t v0, std::int64_t stride,
+                                             std::int64_t end, P (&x)[N], P (&g)[BWD ? N : 1]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const std::int64_t vi = v0 + std::int64_t(k) * stride;
+    if (vi < end) {
+      x[k] = xr[vi];
+      if constexpr (BWD) g[k] = gr[vi];
+    }
+  }
+}
+
+// split_row's work item: chunk item % chunks_per_row of row item / chunks_per_row,
+// vectors [begin, end).
+struct Chunk {
+  std::int64_t row, begin, end;
+};
+template <int VEC>
+__device__ __forceinline__ Chunk chunk_of(const SoftmaxArgs& a, std::int64_t item) {
+  const std::int64_t nvec = a.cols / VEC;
+  const std::int64_t chunk_vecs = a.chunk_elems / VEC;
+  const std::int64_t begin = (item % a.chunks_per_row) * chunk_vecs;
+  return {item / a.chunks_per_row, begin, begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec};
+}
+
 // ---------------------------------------------------------------- group_rows
 // GROUP threads (1..32, a power of two) own a row; each keeps VPT vectors of
 // VEC elements in registers, so a row of up to GROUP*VPT*VEC elements is read
@@ -177,6 +205,8 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
     for (int r = 0; r < ROWS; ++r) {
       const std::int64_t row = base + std::int64_t(r) * kSlots + slot;
       const bool row_ok = row < a.rows;
+      // Written out rather than through load_strided: passing x[r] as an
+      // array reference cost 2-8 registers here (ptxas -v, sm_90).
       const P* xr = row_ptr<T, VEC>(a.x, row_ok ? row : 0, a.x_stride);
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
@@ -268,14 +298,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
     P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride);
     P x[VPT];
     P g[BWD ? VPT : 1];
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const std::int64_t vi = std::int64_t(j) * nt + tid;
-      if (vi < nvec) {
-        x[j] = xr[vi];
-        if constexpr (BWD) g[j] = gr[vi];
-      }
-    }
+    load_strided<VPT, BWD>(xr, gr, tid, nt, nvec, x, g);
     // Spilled part (block_row_smem only): SPILL_BATCH loads in flight before the shared stores
     // (two for backward, which carries two tensors, to stay off local memory).
     constexpr int SPILL_BATCH = BWD ? 2 : 4;
@@ -401,12 +424,8 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_partial_kernel(Softm
   using P = Pack<T, VEC>;
   __shared__ float scratch[2][kMaxWarpsPerBlock];
   const std::int64_t items = a.rows * a.chunks_per_row;
-  const std::int64_t nvec = a.cols / VEC;
-  const std::int64_t chunk_vecs = a.chunk_elems / VEC;
   for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const std::int64_t row = item / a.chunks_per_row;
-    const std::int64_t begin = (item % a.chunks_per_row) * chunk_vecs;
-    const std::int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
+    const auto [row, begin, end] = chunk_of<VEC>(a, item);
     const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride);
     const P* gr = BWD ? row_ptr<T, VEC>(a.dy, row, a.dy_stride) : nullptr;
     float m = kNegInf;
@@ -414,14 +433,7 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_partial_kernel(Softm
     for (std::int64_t v0 = begin + threadIdx.x; v0 < end; v0 += std::int64_t(INFLIGHT) * blockDim.x) {
       P x[INFLIGHT];
       P g[BWD ? INFLIGHT : 1];
-#pragma unroll
-      for (int k = 0; k < INFLIGHT; ++k) {
-        const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
-        if (vi < end) {
-          x[k] = xr[vi];
-          if constexpr (BWD) g[k] = gr[vi];
-        }
-      }
+      load_strided<INFLIGHT, BWD>(xr, gr, v0, blockDim.x, end, x, g);
 #pragma unroll
       for (int k = 0; k < INFLIGHT; ++k) {
         if (v0 + std::int64_t(k) * blockDim.x >= end) break;
@@ -463,12 +475,8 @@ template <class T, int VEC, int INFLIGHT, bool BWD>
 __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(SoftmaxArgs a) {
   using P = Pack<T, VEC>;
   const std::int64_t items = a.rows * a.chunks_per_row;
-  const std::int64_t nvec = a.cols / VEC;
-  const std::int64_t chunk_vecs = a.chunk_elems / VEC;
   for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const std::int64_t row = item / a.chunks_per_row;
-    const std::int64_t begin = (item % a.chunks_per_row) * chunk_vecs;
-    const std::int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
+    const auto [row, begin, end] = chunk_of<VEC>(a, item);
     // Every thread combines the row's pairs itself: a few L2 reads, no barrier.
     const float* pr = a.partials + 2 * row * a.chunks_per_row;
     float m = kNegInf;
@@ -487,14 +495,7 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
     for (std::int64_t v0 = begin + threadIdx.x; v0 < end; v0 += std::int64_t(INFLIGHT) * blockDim.x) {
       P x[INFLIGHT];
       P g[BWD ? INFLIGHT : 1];
-#pragma unroll
-      for (int k = 0; k < INFLIGHT; ++k) {
-        const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
-        if (vi < end) {
-          x[k] = xr[vi];
-          if constexpr (BWD) g[k] = gr[vi];
-        }
-      }
+      load_strided<INFLIGHT, BWD>(xr, gr, v0, blockDim.x, end, x, g);
 #pragma unroll
       for (int k = 0; k < INFLIGHT; ++k) {
         const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;
