@@ -122,3 +122,13 @@ TEST_CASE("host backend: eight threads at once, shared plan cache") {
   for (auto& th : pool) th.join();
   CHECK(failures.load() == 0);
 }
+
+TEST_CASE("an allocation the machine cannot satisfy is out_of_memory, not a crash") {
+  const Device host = device(BackendKind::host, 0);
+  try {
+    Buffer huge(host, std::size_t(1) << 62);
+    FAIL("a 4 EiB allocation succeeded");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::out_of_memory);
+  }
+}

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
 
+#include "gpu_check.hpp"
 #include "gpu_props.hpp"
 
 using namespace duet;
@@ -106,3 +108,23 @@ TEST_CASE("cudaDeviceProp of an H200 maps onto DeviceProps") {
   CHECK(d.driver_version == 13000);
 }
 #endif
+
+// Vendor errors become duet::Error with the status the C ABI returns: out of
+// memory and no device keep their meaning, everything else is a vendor error
+// naming the call.
+TEST_CASE("vendor error codes map onto duet statuses") {
+  auto status_of = [](cudaError_t err) {
+    try {
+      DUET_NS::throw_vendor_error(err, "cudaMalloc(&p, n)", "file.cu", 7);
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("cudaMalloc(&p, n)") != std::string::npos);
+      CHECK(std::string(e.what()).find("file.cu:7") != std::string::npos);
+      return e.status();
+    }
+    return Status::success;
+  };
+  CHECK(status_of(cudaErrorMemoryAllocation) == Status::out_of_memory);
+  CHECK(status_of(cudaErrorNoDevice) == Status::no_device);
+  CHECK(status_of(cudaErrorInvalidValue) == Status::vendor_error);
+  CHECK(status_of(cudaErrorInsufficientDriver) == Status::vendor_error);
+}
