@@ -115,7 +115,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     const int max_vpt = s.backward ? kBlockVptBackward.back() : kBlockVpt.back();
     bool fits = false;
     if (nv <= std::int64_t(kBlockRowMaxThreads) * max_vpt) {
-      // Candidates: 4 or 8 vectors a thread (backward: 2), in blocks of
+      // Candidates: 4 or 8 vectors a thread (backward: 2 or 4), in blocks of
       // whole wavefronts (multiples of 64 threads, at least 128). Keep the
       // one with the most vectors resident per SM (exact occupancy x block
       // x vectors a thread: the bytes in flight), ties to fewer vectors a
