@@ -32,8 +32,12 @@ struct Entry {
   std::optional<duet::Device> live;  // present for a live device
 };
 
-std::string version_string(int v) {
+// CUDA encodes 13.0 as 13000 (1000 x major + 10 x minor); HIP encodes 5.2.21153
+// as 50221153 (10000000 x major + 100000 x minor + patch).
+std::string version_string(int v, duet::BackendKind backend) {
   if (v <= 0) return "n/a";
+  if (backend == duet::BackendKind::hip)
+    return std::to_string(v / 10000000) + "." + std::to_string(v / 100000 % 100) + "." + std::to_string(v % 100000);
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
@@ -78,8 +82,8 @@ void print_props(int index, const Entry& e) {
     char bw[32];
     std::snprintf(bw, sizeof bw, "%.0f GB/s", d.peak_bandwidth_gbps());
     print_kv("peak_bandwidth", bw);
-    print_kv("driver_version", version_string(d.driver_version));
-    print_kv("runtime_version", version_string(d.runtime_version));
+    print_kv("driver_version", version_string(d.driver_version, d.backend));
+    print_kv("runtime_version", version_string(d.runtime_version, d.backend));
   } else {
     print_kv("simd_width_bytes", std::to_string(d.simd_width_bytes));
     print_kv("l1d_bytes", bytes_string(d.l1d_bytes));
@@ -273,7 +277,8 @@ int main(int argc, char** argv) {
     for (const auto& b : infos) {
       summary += (summary.empty() ? "" : ", ") + std::string(duet::to_string(b.kind));
       if (b.kind != duet::BackendKind::host)
-        summary += " (runtime " + version_string(b.runtime_version) + ", driver " + version_string(b.driver_version) +
+        summary += " (runtime " + version_string(b.runtime_version, b.kind) + ", driver " +
+                   version_string(b.driver_version, b.kind) +
                    ", targets " + b.targets + ", " + std::to_string(b.device_count) + " device" +
                    (b.device_count == 1 ? "" : "s") + ")";
     }
