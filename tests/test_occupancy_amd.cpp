@@ -12,6 +12,7 @@
 #include <string>
 
 #include "duet/error.hpp"
+#include "device_fixtures.hpp"
 #include "duet/occupancy.hpp"
 
 namespace {
@@ -21,36 +22,9 @@ using duet::KernelAttributes;
 using duet::LaunchShape;
 using duet::Limiter;
 
-DeviceProps amd_gpu(const char* name, const char* arch, int cus, int warp, int regs_per_sm,
-                    duet::RegisterPoolReport pool, std::int64_t lds_sm) {
-  DeviceProps d;
-  d.name = name;
-  d.vendor = duet::Vendor::amd;
-  d.backend = duet::BackendKind::hip;
-  d.arch = arch;
-  d.family = duet::amd_family(arch);
-  d.sm_count = cus;
-  d.warp_size = warp;
-  d.regs_per_sm = regs_per_sm;
-  d.regs_per_block = regs_per_sm;
-  d.register_pool = pool;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
-  d.smem_per_sm = lds_sm;
-  d.smem_per_block = 65536;
-  d.smem_per_block_optin = 0;  // HIP reports 0
-  d.smem_reserved_per_block = 0;
-  return d;
-}
+using duet::fixtures::amd_gpu;
+using duet::fixtures::mi300x;
 
-// MI300X: gfx942, 304 CUs, wave64, 64 KiB LDS per CU. Older ROCm reports
-// 65536 registers per CU (256 arch VGPRs x 4 SIMDs x 64 lanes); ROCm 7
-// reports 131072 (the unified 512-entry pool).
-DeviceProps mi300x() {
-  return amd_gpu("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 304, 64, 65536,
-                 duet::RegisterPoolReport::arch_vgprs_only, 65536);
-}
 DeviceProps mi300x_rocm7() {
   return amd_gpu("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 304, 64, 131072,
                  duet::RegisterPoolReport::unified_pool, 65536);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "duet/error.hpp"
+#include "device_fixtures.hpp"
 #include "duet/occupancy.hpp"
 
 namespace {
@@ -22,48 +23,8 @@ using duet::KernelAttributes;
 using duet::LaunchShape;
 using duet::Occupancy;
 
-DeviceProps good_nvidia() {
-  DeviceProps d;
-  d.name = "NVIDIA H100";
-  d.vendor = duet::Vendor::nvidia;
-  d.backend = duet::BackendKind::cuda;
-  d.arch = "sm_90";
-  d.cc_major = 9;
-  d.cc_minor = 0;
-  d.sm_count = 132;
-  d.warp_size = 32;
-  d.regs_per_sm = 65536;
-  d.regs_per_block = 65536;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
-  d.smem_per_sm = 233472;
-  d.smem_per_block = 49152;
-  d.smem_per_block_optin = 232448;
-  d.smem_reserved_per_block = 1024;
-  return d;
-}
-
-DeviceProps good_amd() {
-  DeviceProps d;
-  d.name = "AMD Instinct MI300X";
-  d.vendor = duet::Vendor::amd;
-  d.backend = duet::BackendKind::hip;
-  d.arch = "gfx942:sramecc+:xnack-";
-  d.cc_major = 9;
-  d.cc_minor = 4;
-  d.sm_count = 304;
-  d.warp_size = 64;
-  d.regs_per_sm = 65536;
-  d.regs_per_block = 65536;
-  d.register_pool = duet::RegisterPoolReport::arch_vgprs_only;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
-  d.smem_per_sm = 65536;
-  d.smem_per_block = 65536;
-  return d;
-}
+DeviceProps good_nvidia() { return duet::fixtures::h100(); }
+DeviceProps good_amd() { return duet::fixtures::mi300x(); }
 
 KernelAttributes good_kernel() {
   KernelAttributes k;

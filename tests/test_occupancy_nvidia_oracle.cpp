@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "duet/error.hpp"
+#include "device_fixtures.hpp"
 #include "duet/occupancy.hpp"
 
 namespace {
@@ -28,28 +29,8 @@ using duet::KernelAttributes;
 using duet::LaunchShape;
 
 // Real device properties (cudaGetDeviceProperties on each part).
-DeviceProps nvidia_gpu(const char* name, int major, int minor, int sms, std::int64_t smem_sm,
-                       std::int64_t optin, std::int64_t reserved, int threads_sm, int blocks_sm) {
-  DeviceProps d;
-  d.name = name;
-  d.vendor = duet::Vendor::nvidia;
-  d.backend = duet::BackendKind::cuda;
-  d.arch = "sm_" + std::to_string(major) + std::to_string(minor);
-  d.cc_major = major;
-  d.cc_minor = minor;
-  d.sm_count = sms;
-  d.warp_size = 32;
-  d.regs_per_sm = 65536;
-  d.regs_per_block = 65536;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = threads_sm;
-  d.max_blocks_per_sm = blocks_sm;
-  d.smem_per_sm = smem_sm;
-  d.smem_per_block = 49152;
-  d.smem_per_block_optin = optin;
-  d.smem_reserved_per_block = reserved;
-  return d;
-}
+using duet::fixtures::h100;
+using duet::fixtures::nvidia_gpu;
 
 DeviceProps a100() { return nvidia_gpu("NVIDIA A100", 8, 0, 108, 167936, 166912, 1024, 2048, 32); }
 DeviceProps rtx3090() {
@@ -58,7 +39,6 @@ DeviceProps rtx3090() {
 DeviceProps rtx4090() {
   return nvidia_gpu("NVIDIA GeForce RTX 4090", 8, 9, 128, 102400, 101376, 1024, 1536, 24);
 }
-DeviceProps h100() { return nvidia_gpu("NVIDIA H100", 9, 0, 132, 233472, 232448, 1024, 2048, 32); }
 // Extra coverage of the other tables the calculator has.
 DeviceProps v100() { return nvidia_gpu("Tesla V100", 7, 0, 80, 98304, 98304, 0, 2048, 32); }
 DeviceProps t4() { return nvidia_gpu("Tesla T4", 7, 5, 40, 65536, 65536, 0, 1024, 16); }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "duet/error.hpp"
+#include "device_fixtures.hpp"
 #include "duet/occupancy.hpp"
 
 namespace {
@@ -16,29 +17,7 @@ using duet::KernelAttributes;
 using duet::LaunchShape;
 using duet::Limiter;
 
-// H100 SXM (sm_90) as cudaGetDeviceProperties reports it.
-DeviceProps h100_sxm() {
-  DeviceProps d;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.vendor = duet::Vendor::nvidia;
-  d.backend = duet::BackendKind::cuda;
-  d.arch = "sm_90";
-  d.family = "Hopper";
-  d.cc_major = 9;
-  d.cc_minor = 0;
-  d.sm_count = 132;
-  d.warp_size = 32;
-  d.regs_per_sm = 65536;
-  d.regs_per_block = 65536;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
-  d.smem_per_sm = 233472;
-  d.smem_per_block = 49152;
-  d.smem_per_block_optin = 232448;
-  d.smem_reserved_per_block = 1024;
-  return d;
-}
+DeviceProps h100_sxm() { return duet::fixtures::h100(); }
 
 KernelAttributes kernel(int regs, std::int64_t static_smem = 0) {
   KernelAttributes k;
