@@ -52,7 +52,8 @@ TEST_CASE("host softmax family matches the double reference") {
           const auto want = bwd ? reference::backward(x, g, rows, cols, op) : reference::forward(x, rows, cols, op);
           const auto scale = bwd ? reference::backward_scale(x, g, rows, cols, op) : std::vector<double>{};
           const auto check =
-              reference::compare(got, want, rows, cols, reference::default_tolerance(dt), bwd ? &scale : nullptr);
+              reference::compare(got, want, rows, cols, reference::default_tolerance(dt), bwd ? &scale : nullptr,
+                                 reference::default_abs_floor(dt));
           INFO(to_string(dt), bwd ? " bwd " : " fwd ", op == Op::softmax ? "softmax " : "log_softmax ", rows, "x", cols,
                ": ", check.first_failure);
           CHECK(check.ok);

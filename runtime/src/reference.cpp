@@ -94,7 +94,7 @@ std::vector<float> round_trip(const std::vector<float>& values, DType dtype) {
 }
 
 Check compare(const std::vector<float>& got, const std::vector<double>& want, std::int64_t rows, std::int64_t cols,
-              double tolerance, const std::vector<double>* row_scale) {
+              double tolerance, const std::vector<double>* row_scale, double abs_floor) {
   Check c;
   for (std::int64_t r = 0; r < rows; ++r) {
     double scale = row_scale ? (*row_scale)[std::size_t(r)] : 0.0, err = 0.0;
@@ -120,7 +120,7 @@ Check compare(const std::vector<float>& got, const std::vector<double>& want, st
     }
     const double rel = scale > 0.0 ? err / scale : err;
     c.worst = std::max(c.worst, rel);
-    if (rel > tolerance && !row_bad) {
+    if (rel > tolerance && err > abs_floor && !row_bad) {
       row_bad = true;
       if (c.first_failure.empty())
         c.first_failure = "row " + std::to_string(r) + " col " + std::to_string(worst_col) + ": got " +
@@ -135,5 +135,8 @@ Check compare(const std::vector<float>& got, const std::vector<double>& want, st
 }
 
 double default_tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-2; }
+// One float16 subnormal step (2^-24); bfloat16 and float32 share float32's
+// exponent range, where the relative tolerance alone is right.
+double default_abs_floor(DType dtype) { return dtype == DType::f16 ? 5.960464477539063e-08 : 0.0; }
 
 }  // namespace duet::reference

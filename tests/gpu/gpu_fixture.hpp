@@ -124,7 +124,7 @@ inline Outcome run_case(const Device& dev, const Case& c, const std::vector<floa
   const auto want = c.backward ? reference::backward(x, g, c.rows, c.cols, c.op) : reference::forward(x, c.rows, c.cols, c.op);
   const auto scale = c.backward ? reference::backward_scale(x, g, c.rows, c.cols, c.op) : std::vector<double>{};
   out.check = reference::compare(got, want, c.rows, c.cols, reference::default_tolerance(c.dtype),
-                                 c.backward ? &scale : nullptr);
+                                 c.backward ? &scale : nullptr, reference::default_abs_floor(c.dtype));
   return out;
 }
 
