@@ -19,6 +19,14 @@ inline Device first_gpu() {
   return Device(BackendKind::host, 0);
 }
 
+// GPUs of the backend first_gpu() comes from.
+inline int gpus_of_first_backend() {
+  int n = 0;
+  const Device first = first_gpu();
+  for (const auto& d : devices()) n += d.is_gpu() && d.backend() == first.backend();
+  return n;
+}
+
 inline std::mt19937_64& rng() {
   static thread_local std::mt19937_64 g{std::random_device{}()};
   return g;

@@ -289,3 +289,32 @@ TEST_CASE("pointers from the wrong place are refused before anything is written"
   CHECK(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == 0x7f; }));
   CHECK_THROWS_AS(device(dev.backend(), 1000), Error);
 }
+
+// Needs two GPUs of one backend (e.g. nvidia-h200-x2); reported as skipped
+// otherwise.
+TEST_CASE("two devices: another device's pointer is refused; both run at once" *
+          doctest::skip(duet::testing::gpus_of_first_backend() < 2)) {
+  const Device d0 = duet::testing::first_gpu();
+  const Device d1 = device(d0.backend(), 1);
+  Buffer x1(d1, 64 * 64 * 4), y0(d0, 64 * 64 * 4);
+  try {
+    softmax(d0, DType::f32, 64, 64, x1.data(), 64, y0.data(), 64);
+    FAIL("a pointer of device 1 was accepted on device 0");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find(":1 but the call runs on") != std::string::npos);
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (const Device& d : {d0, d1})
+    pool.emplace_back([&, d] {
+      for (std::int64_t cols : {100, 5000, 300000}) {
+        Case c;
+        c.cols = cols;
+        c.rows = 50;
+        if (!run_case(d, c).check.ok) ++failures;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures.load() == 0);
+}
