@@ -54,39 +54,21 @@ duet::DType to_dtype(duet_dtype_t d) {
 }
 duet::Device to_device(duet_device_t d) { return duet::device(to_kind(d.backend), d.ordinal); }
 
-duet_status_t forward(duet::Op op, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+// The C++ entry points, called as they are: one place builds a SoftmaxCall.
+using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
+                           void*, std::int64_t, void*);
+using BackwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
+                            const void*, std::int64_t, void*, std::int64_t, void*);
+
+duet_status_t forward(ForwardFn fn, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                       int64_t x_stride, void* y, int64_t y_stride, void* stream) {
-  return guarded([&] {
-    duet::SoftmaxCall c;
-    c.op = op;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.x = x;
-    c.x_stride = x_stride;
-    c.out = y;
-    c.out_stride = y_stride;
-    c.stream = stream;
-    duet::run(to_device(device), c);
-  });
+  return guarded([&] { fn(to_device(device), to_dtype(dtype), rows, cols, x, x_stride, y, y_stride, stream); });
 }
-duet_status_t backward(duet::Op op, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* y,
-                       int64_t y_stride, const void* dy, int64_t dy_stride, void* dx, int64_t dx_stride, void* stream) {
+duet_status_t backward(BackwardFn fn, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                       const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx, int64_t dx_stride,
+                       void* stream) {
   return guarded([&] {
-    duet::SoftmaxCall c;
-    c.op = op;
-    c.backward = true;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.x = y;
-    c.x_stride = y_stride;
-    c.dy = dy;
-    c.dy_stride = dy_stride;
-    c.out = dx;
-    c.out_stride = dx_stride;
-    c.stream = stream;
-    duet::run(to_device(device), c);
+    fn(to_device(device), to_dtype(dtype), rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
   });
 }
 
@@ -138,21 +120,21 @@ duet_status_t duet_device_of_pointer(const void* ptr, duet_device_t* out) {
 
 duet_status_t duet_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                            int64_t x_stride, void* y, int64_t y_stride, void* stream) {
-  return forward(duet::Op::softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
+  return forward(&duet::softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
 }
 duet_status_t duet_log_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                                int64_t x_stride, void* y, int64_t y_stride, void* stream) {
-  return forward(duet::Op::log_softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
+  return forward(&duet::log_softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, stream);
 }
 duet_status_t duet_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* y,
                                     int64_t y_stride, const void* dy, int64_t dy_stride, void* dx, int64_t dx_stride,
                                     void* stream) {
-  return backward(duet::Op::softmax, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+  return backward(&duet::softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
 }
 duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                         const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
                                         int64_t dx_stride, void* stream) {
-  return backward(duet::Op::log_softmax, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+  return backward(&duet::log_softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
 }
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });

@@ -56,7 +56,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 
 }  // namespace
 
-void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
+void set_grid(Plan& p, std::int64_t rows) {
   // rows x chunks (the work) and its 8-byte partials must stay below 2^63.
   require(rows >= 0 && rows <= (std::int64_t(1) << 59) / std::max(p.chunks_per_row, 1), Status::invalid_argument,
           "set_grid: rows out of range: " + std::to_string(rows));
@@ -83,7 +83,6 @@ void set_grid(Plan& p, const DeviceProps& dev, std::int64_t rows) {
     p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
     p.finalize_geometry = {p.geometry.grid, p.launch.threads_per_block, 0};
   }
-  (void)dev;
 }
 
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
@@ -171,7 +170,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   if (plan.exact.blocks_per_sm < 1)
     throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
                                          std::string(to_string(plan.exact.limiter)) + ")");
-  set_grid(plan, dev, s.rows);
+  set_grid(plan, s.rows);
   return plan;
 }
 

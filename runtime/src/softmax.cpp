@@ -130,7 +130,7 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
     }
     plan = it->second;
   }
-  set_grid(plan, dev.props(), c.rows);
+  set_grid(plan, c.rows);
   return plan;
 }
 

@@ -59,7 +59,7 @@ using AttributeSource = std::function<KernelAttributes(int variant, bool finaliz
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
 
 // The part of a plan that depends on the row count: grid sizes.
-void set_grid(Plan& plan, const DeviceProps& dev, std::int64_t rows);
+void set_grid(Plan& plan, std::int64_t rows);
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 
