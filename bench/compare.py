@@ -22,14 +22,19 @@ import duet
 
 
 def time_ms(fn, sets, warmup=5, repeats=15, batch=10):
-    """Median per-launch time of `batch` back-to-back launches between two
-    events, rotating over `sets` inputs: the stream stays full, so Python's
-    per-call overhead overlaps device work (as in a training loop)."""
+    """Median per-launch device time of `batch` back-to-back launches between
+    two events, rotating over `sets` inputs. A short device-side spin is
+    queued before the start event, so the host enqueues the first launch
+    while the device is still busy: without it the host time of that one call
+    (Python, ctypes, argument checks) counted as device time, 1-4% at 256 MB
+    for whichever provider had the slower Python path. Host time per call is
+    reported on its own (host_us_per_call)."""
     for i in range(warmup):
         fn(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times, k = [], 0
     for _ in range(repeats):
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         for _ in range(batch):
             fn(k % sets)
@@ -38,6 +43,24 @@ def time_ms(fn, sets, warmup=5, repeats=15, batch=10):
         stop.synchronize()
         times.append(start.elapsed_time(stop) / batch)
     return statistics.median(times)
+
+
+# About 100 us at the H200's 1.98 GHz: longer than the host needs to enqueue
+# one call of either provider (host_us_per_call: tens of microseconds).
+SPIN_CYCLES = 200_000
+
+
+def host_us_per_call(fn, calls=2000):
+    """Host time of one call, the device kept busy enough to never wait:
+    what a caller's thread pays per launch."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 def copy_ceiling():
@@ -72,8 +95,15 @@ def main():
         except Exception as e:  # offline builds may lack a compiler toolchain
             print("torch.compile unavailable:", e, file=sys.stderr)
     rows_out = []
+    host_us = {}
     for dt_name in args.dtypes.split(","):
         dt = getattr(torch, dt_name)
+        small = torch.randn(4, 1024, device="cuda", dtype=dt)
+        small_out = torch.empty_like(small)
+        host_us[dt_name] = {"duet": host_us_per_call(lambda: duet.softmax(small, out=small_out)),
+                            "torch": host_us_per_call(lambda: torch.softmax(small, -1))}
+        print(f"{dt_name}: host time per call, 4x1024: duet {host_us[dt_name]['duet']:.1f} us, "
+              f"torch {host_us[dt_name]['torch']:.1f} us", flush=True)
         for n in cols:
             esize = torch.tensor([], dtype=dt).element_size()
             m = 4096 if args.tutorial else max(1, int(args.mbytes * 1e6 / (n * esize)))
@@ -114,7 +144,8 @@ def main():
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "date": time.strftime("%Y-%m-%d"), "commit": commit or "unknown", "copy_GBps": ceiling,
            "mode": "tutorial (M=4096, hot)" if args.tutorial else f"cold ({args.mbytes} MB inputs, 2 sets rotated)",
-           "rows": rows_out}
+           "timing": "median of 15 batches of 10 launches, event-timed, a device spin queued before each batch",
+           "host_us_per_call": host_us, "rows": rows_out}
     with open(args.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
     try:

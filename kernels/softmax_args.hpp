@@ -17,8 +17,10 @@ struct SoftmaxArgs {
   int log;              // 0: softmax, 1: log_softmax
   // block_row: vectors per thread kept in dynamic shared memory
   int smem_vecs;
-  // split_row: a row is cut in chunks of chunk_elems; partials holds one
-  // (max, sum) pair of floats per (row, chunk)
+  // split_row and cluster_row: a row is cut in chunks_per_row chunks of
+  // chunk_elems (cluster_row: one per block of a cluster, chunks_per_row =
+  // the cluster size); split_row's partials hold one (max, sum) pair of
+  // floats per (row, chunk)
   int chunks_per_row;
   std::int64_t chunk_elems;
   float* partials;

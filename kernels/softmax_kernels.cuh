@@ -414,6 +414,105 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
   block_row_body<T, VEC, VPT, BWD, true>(a, dynamic_smem, scratch);
 }
 
+// ---------------------------------------------------------------- cluster_row
+// A row past one block's registers, cut over a thread-block cluster of
+// a.chunks_per_row blocks (the launch's cluster size): block r of a cluster
+// keeps vectors [r * chunk, (r + 1) * chunk) of the row in registers as
+// block_row does (thread t: chunk start + t, + T, ...), reduces them to an
+// online pair (m_r, s_r = sum exp(x - m_r)), and the pairs are exchanged
+// through distributed shared memory with one cluster barrier per row. Read
+// once, write once; 512-thread blocks fit twice an SM, so one block's
+// reductions overlap another's transfers where block_row_smem holds one
+// block an SM (bench/NOTES.md, v9). Hopper (sm_90) and later; on other
+// targets the kernel is never launched (DeviceProps::cluster_launch).
+template <class T, int VEC, int VPT>
+__global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(SoftmaxArgs a) {
+#if DUET_DEVICE_CLUSTERS
+  using P = Pack<T, VEC>;
+  namespace cg = cooperative_groups;
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  // This block's pair, double-buffered: a block writes row i + 1's pair
+  // while the others may still read row i's, and comes back to row i's
+  // buffer (row i + 2) only past row i + 1's barrier, which every block
+  // reaches after its reads of row i.
+  __shared__ float2 pair[2];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int blocks = a.chunks_per_row;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  const std::int64_t clusters = gridDim.x / blocks;
+  // This thread's vectors of every row: first, first + nt, ... (count of
+  // them below the slice's end), the same for each row, so computed once.
+  const Chunk chunk = chunk_of<VEC>(a, rank);
+  const std::int64_t first = chunk.begin + tid;
+  const int count = first < chunk.end ? static_cast<int>((chunk.end - first + nt - 1) / nt) : 0;
+  auto valid = [&](int j) { return j < count; };
+  int parity = 0;
+  for (std::int64_t row = blockIdx.x / blocks; row < a.rows; row += clusters, parity ^= 1) {
+    const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride) + first;
+    P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride) + first;
+    P x[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+      if (valid(j)) x[j] = xr[std::int64_t(j) * nt];
+
+    float m = kNegInf;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+      if (valid(j))
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+    m = block_reduce(m, scratch[0], MaxOp{});
+    float s = 0.0f;
+    if (m != kNegInf) {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+    } else {
+      // Every value of this chunk is -inf or NaN: the chunk adds nothing to
+      // the row's sum unless it holds a NaN, which must reach the row.
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s += to_float(x[j].v[e]) == kNegInf ? 0.0f : to_float(x[j].v[e]);
+    }
+    s = block_reduce(s, scratch[1], SumOp{});
+    if (tid == 0) pair[parity] = make_float2(m, s);
+    cluster.sync();
+
+    // Every warp combines the cluster's pairs on its own, lane b (mod 8)
+    // holding block b's: one distributed shared-memory load a lane and
+    // shuffles, no further barrier. (An array of the 8 pairs a thread beside
+    // the row's registers spilled at 8 vectors a thread: ptxas -v, sm_90.)
+    const int b = tid % kMaxClusterBlocks;
+    const float2 q = b < blocks ? *cluster.map_shared_rank(&pair[parity], b) : make_float2(kNegInf, 0.0f);
+    const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
+    const float row_s =
+        group_reduce<kMaxClusterBlocks>(q.x == kNegInf ? q.y : q.y * exp_shifted(q.x, row_m), SumOp{});
+    const float inv_s = 1.0f / row_s;
+    const float log_s = logf(row_s);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+      if (valid(j)) {
+        P o;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), row_m, inv_s, log_s, a.log));
+        orow[std::int64_t(j) * nt] = o;
+      }
+  }
+  // A block's shared memory must outlive every remote read of it: no block
+  // leaves before all have read the last row's pairs.
+  cluster.sync();
+#else
+  (void)a;
+#endif
+}
+
 // ---------------------------------------------------------------- split_row
 // Work item i is chunk i % chunks_per_row of row i / chunks_per_row.
 // Pass 1 reduces each chunk to an online-softmax pair (forward: max and sum

@@ -29,6 +29,9 @@ constexpr KernelPair make_entry() {
     return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row_smem) {
     return {&kernels::block_row_smem_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+  } else if constexpr (v.strategy == Strategy::cluster_row) {
+    static_assert(!v.backward);
+    return {&kernels::cluster_row_kernel<T, v.vec, v.vpt>, nullptr};
   } else {
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
@@ -87,6 +90,16 @@ int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads
   return blocks;
 }
 
+int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks) {
+  const KernelFn fn = pick(variant, false);
+  DeviceGuard guard(ordinal);
+  int clusters = 0;
+  DUET_GPU_CHECK(vendor::max_active_clusters(&clusters, reinterpret_cast<const void*>(fn),
+                                             dim3(static_cast<unsigned>(threads)), 0,
+                                             static_cast<unsigned>(cluster_blocks)));
+  return clusters;
+}
+
 void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry& geometry,
                     const LaunchGeometry& finalize_geometry, void* stream) {
   const Variant& v = kCatalogue[variant];
@@ -108,8 +121,13 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
         limit = g.dynamic_smem;
       }
     }
-    fn<<<dim3(static_cast<unsigned>(g.grid)), dim3(static_cast<unsigned>(g.block)),
-         static_cast<size_t>(g.dynamic_smem), s>>>(args);
+    const dim3 grid(static_cast<unsigned>(g.grid)), block(static_cast<unsigned>(g.block));
+    if (v.strategy == Strategy::cluster_row) {
+      DUET_GPU_CHECK(vendor::launch_cluster(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s,
+                                            static_cast<unsigned>(args.chunks_per_row), args));
+    } else {
+      fn<<<grid, block, static_cast<size_t>(g.dynamic_smem), s>>>(args);
+    }
     DUET_GPU_CHECK(cudaGetLastError());
   };
   launch_one(false, geometry);

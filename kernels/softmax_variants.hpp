@@ -29,6 +29,11 @@ enum class Strategy : int {
   // block_row for rows past one block's registers: the rest of the row in
   // dynamic shared memory, up to the opt-in limit.
   block_row_smem = 3,
+  // Rows past one block's registers, cut over a thread-block cluster of
+  // 2..kMaxClusterBlocks blocks (sm_90+): each block keeps its slice in
+  // registers as block_row does; the blocks exchange (max, sum) pairs through
+  // distributed shared memory. Reads once, writes once. Forward only.
+  cluster_row = 4,
 };
 
 struct Variant {
@@ -44,6 +49,12 @@ struct Variant {
 inline constexpr int kGroupRowsBlock = 128;
 inline constexpr int kSplitRowBlock = 512;
 inline constexpr int kBlockRowMaxThreads = 1024;
+// cluster_row: blocks of at most 512 threads and 64 registers, so two fit an
+// SM (__launch_bounds__(512, 2)), and clusters of up to 8 blocks, the
+// portable cluster size (CUDA C Programming Guide, "Thread Block Clusters").
+inline constexpr int kClusterRowMaxThreads = 512;
+inline constexpr int kMaxClusterBlocks = 8;
+inline constexpr std::array<int, 2> kClusterVpt{4, 8};
 
 // Rows each group_rows thread loads before reducing the first: enough that
 // a thread has 4 vectors in flight (64 bytes). With one vector per thread per
@@ -78,7 +89,8 @@ constexpr int count_variants() {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2;
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
+             (bwd == 0 && v == 0 ? int(kClusterVpt.size()) : 0);
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -100,6 +112,8 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
         out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
+        if (!bwd && v == 0)  // forward, 16-byte vectors
+          for (int vpt : kClusterVpt) out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, vpt};
       }
   return out;
 }

@@ -58,12 +58,11 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(1028).kernel.strategy == Strategy::block_row);
   CHECK(plan(16384).smem_vecs == 0);
   CHECK(plan(16384).kernel.strategy == Strategy::block_row);
-  CHECK(plan(65536).kernel.strategy == Strategy::block_row_smem);
-  CHECK(plan(65536).smem_vecs > 0);
-  CHECK(plan(65536).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
+  CHECK(plan(32768, DType::f32, true).kernel.strategy == Strategy::block_row_smem);  // backward: no clusters
+  CHECK(plan(32768, DType::f32, true).smem_vecs > 0);
+  CHECK(plan(32768, DType::f32, true).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
   CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
   CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
-  CHECK(plan(131072, DType::bf16).kernel.strategy == Strategy::block_row_smem);  // 16-bit rows fit twice as long
   // Grid: up to 64 waves of SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.resident_blocks == std::int64_t(h100.sm_count) * p.exact.blocks_per_sm);
@@ -72,6 +71,54 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(huge.geometry.grid == 64 * huge.resident_blocks);  // grid-stride covers the rest
   const Plan few = plan_softmax(h100, {DType::f32, false, 3, 4096, true}, recorded(h100));
   CHECK(few.geometry.grid == 3);
+}
+
+TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hopper only") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  CHECK(h100.cluster_launch);
+  auto plan = [&](const DeviceProps& d, std::int64_t cols, DType dt = DType::f32, bool clusters = true) {
+    SoftmaxShape s{dt, false, 4096, cols, true};
+    s.allow_clusters = clusters;
+    return plan_softmax(d, s, recorded(d));
+  };
+  // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors.
+  const Plan p = plan(h100, 65536);
+  CHECK(p.kernel.strategy == Strategy::cluster_row);
+  CHECK(p.chunks_per_row == 4);
+  CHECK(p.chunk_elems == 16384);
+  CHECK(p.launch.threads_per_block == 512);
+  CHECK(p.kernel.vpt == 8);
+  CHECK(p.exact.blocks_per_sm == 2);  // two slices an SM; block_row_smem holds one row
+  CHECK(p.geometry.grid == 4096 * 4);
+  CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
+  // Widest: 8 blocks; one vector more goes to split_row (too wide for shared memory too).
+  CHECK(plan(h100, 131072).chunks_per_row == 8);
+  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_row);
+  CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
+  CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 4);
+  // Uneven slices: 40000 floats = 10000 vectors over 4 blocks of 2500.
+  const Plan uneven = plan(h100, 40000);
+  CHECK(uneven.chunks_per_row == 4);
+  CHECK(uneven.chunk_elems == 10000);
+  CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 10000);
+  // A row one block holds only once an SM (1024 x 8 vectors) goes to a
+  // cluster of two whose blocks fit twice; one that fits twice stays.
+  CHECK(plan(h100, 32768).kernel.strategy == Strategy::cluster_row);
+  CHECK(plan(h100, 32768).chunks_per_row == 2);
+  CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
+  // Without clusters (DUET_CLUSTER=0, or none fits), the single-block kernels.
+  CHECK(plan(h100, 65536, DType::f32, false).kernel.strategy == Strategy::block_row_smem);
+  CHECK(plan(h100, 32768, DType::f32, false).kernel.strategy == Strategy::block_row);
+  // Not on the 16-bit scalar path, not before Hopper, not on AMD.
+  CHECK(plan_softmax(h100, {DType::bf16, false, 4096, 65537, false}, recorded(h100)).kernel.strategy !=
+        Strategy::cluster_row);
+  const DeviceProps a100 = device_file("a100_sxm.json");
+  CHECK_FALSE(a100.cluster_launch);
+  if (!recorded_target_for(a100).empty()) CHECK(plan(a100, 65536).kernel.strategy == Strategy::block_row_smem);
+  const DeviceProps mi300x = device_file("mi300x.json");
+  CHECK_FALSE(mi300x.cluster_launch);
+  if (!recorded_target_for(mi300x).empty()) CHECK(plan(mi300x, 65536).kernel.strategy != Strategy::cluster_row);
 }
 
 TEST_CASE("AMD plans come from the recorded HIP reports") {

@@ -125,6 +125,7 @@ DeviceProps map_device_props(const cudaDeviceProp& p, const DeviceAttributeValue
   d.smem_per_block_optin = static_cast<std::int64_t>(p.sharedMemPerBlockOptin);
   d.smem_reserved_per_block = static_cast<std::int64_t>(p.reservedSharedMemPerBlock);
   d.max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
+  d.cluster_launch = a.cluster_launch > 0;
   d.register_pool = RegisterPoolReport::not_applicable;
   d.source = "cudaGetDeviceProperties + cudaDeviceGetAttribute";
 #endif
@@ -142,6 +143,9 @@ DeviceProps device_props(int ordinal) {
   a.smem_per_block_optin = attribute_or(cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal);
   a.smem_reserved_per_block = attribute_or(cudaDevAttrReservedSharedMemoryPerBlock, ordinal);
   a.max_blocks_per_sm = attribute_or(cudaDevAttrMaxBlocksPerMultiprocessor, ordinal);
+#if !defined(DUET_VENDOR_HIP)
+  a.cluster_launch = attribute_or(cudaDevAttrClusterLaunch, ordinal);
+#endif
   return map_device_props(p, a, ordinal, driver_version(), runtime_version());
 }
 

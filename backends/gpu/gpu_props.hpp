@@ -18,6 +18,7 @@ struct DeviceAttributeValues {
   int smem_per_block_optin = -1;   // cudaDevAttrMaxSharedMemoryPerBlockOptin
   int smem_reserved_per_block = -1;// cudaDevAttrReservedSharedMemoryPerBlock
   int max_blocks_per_sm = -1;      // cudaDevAttrMaxBlocksPerMultiprocessor
+  int cluster_launch = -1;         // cudaDevAttrClusterLaunch (CUDA 12+; no HIP counterpart)
 };
 
 DeviceProps map_device_props(const cudaDeviceProp& p, const DeviceAttributeValues& a, int ordinal,

@@ -185,6 +185,11 @@ int occupancy_blocks_per_sm(int ordinal, int, bool, int, std::int64_t) {
   return 1;
 }
 
+int max_active_clusters(int ordinal, int, int, int) {
+  require_host_ordinal(ordinal);
+  return 0;  // no clusters on the host: the planner never asks for one there
+}
+
 void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry&, const LaunchGeometry&,
                     void*) {
   require_host_ordinal(ordinal);

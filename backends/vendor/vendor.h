@@ -79,23 +79,79 @@ namespace duet::vendor {
 inline constexpr const char* kName = "hip";
 // hipPointerAttribute_t names the field memoryType where CUDA says type.
 inline auto memory_type(const hipPointerAttribute_t& a) { return a.memoryType; }
+// HIP has no thread-block clusters: the planner never picks cluster_row for
+// an AMD device (DeviceProps::cluster_launch is false), and a launch that
+// asked for one anyway gets this error rather than a kernel without its
+// cluster.
+template <class... Args>
+hipError_t launch_cluster(void (*)(Args...), dim3, dim3, size_t, hipStream_t, unsigned, Args...) {
+  return hipErrorNotSupported;
+}
+inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, unsigned) {
+  *clusters = 0;
+  return hipSuccess;
+}
 }  // namespace duet::vendor
 // HIP's warpSize is a constexpr fixed by the compiler per target
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
+#define DUET_DEVICE_CLUSTERS 0
 
 #else  // ------------------------------------------------------------ CUDA
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 
 namespace duet::vendor {
 inline constexpr const char* kName = "cuda";
 inline auto memory_type(const cudaPointerAttributes& a) { return a.type; }
+// A launch whose blocks form 1-D clusters of `cluster` blocks (CUDA 12+,
+// sm_90+: CUDA C Programming Guide, "Thread Block Clusters"; the cluster size
+// is a launch attribute so one kernel serves every size).
+template <class... Args>
+cudaError_t launch_cluster(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                           unsigned cluster, Args... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, fn, args...);
+}
+// Clusters of that shape the device can hold at once (0: none fits).
+inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block, size_t smem, unsigned cluster) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(cluster);
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, fn, &config);
+}
 }  // namespace duet::vendor
 // Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
 // "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
 #define DUET_DEVICE_WARP_SIZE 32
+// Device code may use thread-block clusters and distributed shared memory
+// (cooperative_groups::this_cluster) on sm_90 and later.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DUET_DEVICE_CLUSTERS 1
+#else
+#define DUET_DEVICE_CLUSTERS 0
+#endif
 #endif
 
 // Full shuffle mask, wide enough for a 64-lane wavefront (ignored on HIP).

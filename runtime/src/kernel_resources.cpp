@@ -90,8 +90,9 @@ std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& t
 }
 
 int variant_of_kernel(const std::string& mangled, bool* finalize) {
-  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, false>(duet::SoftmaxArgs)"
-  static const std::regex shape(R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?, (true|false)>)");
+  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, false>(duet::SoftmaxArgs)";
+  // cluster_row_kernel<float, 4, 8> (forward only) has no direction flag.
+  static const std::regex shape(R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (true|false))?>)");
   const std::string name = demangle(mangled);
   std::smatch m;
   if (!std::regex_search(name, m, shape)) return -1;
@@ -107,6 +108,9 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
     v.vpt = to_int(m[5]);
   } else if (kernel == "block_row" || kernel == "block_row_smem") {
     v.strategy = kernel == "block_row" ? Strategy::block_row : Strategy::block_row_smem;
+    v.vpt = to_int(m[4]);
+  } else if (kernel == "cluster_row") {
+    v.strategy = Strategy::cluster_row;
     v.vpt = to_int(m[4]);
   } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
     v.strategy = Strategy::split_row;
@@ -173,6 +177,7 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::block_row:
           case Strategy::block_row_smem: a.max_threads_per_block = kBlockRowMaxThreads; break;
           case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
+          case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

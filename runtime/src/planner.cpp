@@ -54,6 +54,31 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   return p;
 }
 
+// cluster_row for a row of nv vectors: the fewest blocks (2, 4, 8) whose
+// registers hold the row at up to 8 vectors a thread and 512 threads a
+// block; 4 vectors a thread where that suffices (fewer registers). Returns
+// false where the device has no clusters or the row needs more than 8
+// blocks.
+bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
+                      const AttributeSource& attributes, Plan& out) {
+  if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
+  for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
+    const std::int64_t slice = ceil_div(nv, blocks);
+    if (slice > std::int64_t(kClusterRowMaxThreads) * kClusterVpt.back()) continue;
+    const int vpt = slice > std::int64_t(kClusterRowMaxThreads) * kClusterVpt.front() ? kClusterVpt.back()
+                                                                                      : kClusterVpt.front();
+    const int threads = static_cast<int>(
+        std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
+    out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
+    out.chunks_per_row = blocks;
+    out.chunk_elems = slice * vec;
+    out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
+              std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
+    return out.exact.blocks_per_sm >= 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 void set_grid(Plan& p, std::int64_t rows) {
@@ -65,7 +90,8 @@ void set_grid(Plan& p, std::int64_t rows) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
     case Strategy::block_row:
     case Strategy::block_row_smem: work = rows; break;
-    case Strategy::split_row: work = rows * p.chunks_per_row; break;
+    case Strategy::split_row:
+    case Strategy::cluster_row: work = rows * p.chunks_per_row; break;
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
@@ -77,7 +103,9 @@ void set_grid(Plan& p, std::int64_t rows) {
     return v != nullptr && std::string(v) == "1";
   }();
   const std::int64_t waves = persistent ? 1 : kMaxWaves;
-  const std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
+  std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
+  if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
+    resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   p.geometry = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
   if (p.kernel.strategy == Strategy::split_row) {
     p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
@@ -142,6 +170,15 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
           fits = true;
         }
       }
+      // A block_row that fits one block an SM has nothing to overlap its
+      // reductions with (f32 N = 24576..32768: 0.92 of copy on the H200);
+      // a cluster whose blocks fit twice splits the row instead.
+      Plan clustered;
+      if (fits && plan.exact.blocks_per_sm == 1 && plan_cluster_row(dev, s, vec, nv, attributes, clustered) &&
+          clustered.exact.blocks_per_sm >= 2)
+        plan = std::move(clustered);
+    } else if (plan_cluster_row(dev, s, vec, nv, attributes, plan)) {
+      fits = true;
     } else {
       const int threads = kBlockRowMaxThreads;
       const int reg_vpt = block_row_smem_vpt(s.backward);

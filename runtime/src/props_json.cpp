@@ -91,6 +91,7 @@ std::string props_to_json(const DeviceProps& d, int indent) {
       {"max_blocks_per_sm", d.max_blocks_per_sm},
       {"register_pool", std::string(to_string(d.register_pool))},
       {"cooperative_launch", d.cooperative_launch},
+      {"cluster_launch", d.cluster_launch},
       {"smem_per_sm", d.smem_per_sm},
       {"smem_per_block", d.smem_per_block},
       {"smem_per_block_optin", d.smem_per_block_optin},
@@ -151,6 +152,13 @@ DeviceProps props_from_json(const std::string& input, const std::string& origin)
   if (p.contains("cooperative_launch")) {
     if (!p["cooperative_launch"].is_boolean()) fail(origin, "field 'cooperative_launch' must be true or false");
     d.cooperative_launch = p["cooperative_launch"].get<bool>();
+  }
+  // Thread-block clusters: NVIDIA compute capability 9.0 and later (CUDA C
+  // Programming Guide, "Thread Block Clusters"), unless the file says.
+  d.cluster_launch = d.vendor == Vendor::nvidia && d.cc_major >= 9;
+  if (p.contains("cluster_launch")) {
+    if (!p["cluster_launch"].is_boolean()) fail(origin, "field 'cluster_launch' must be true or false");
+    d.cluster_launch = p["cluster_launch"].get<bool>();
   }
   d.smem_per_sm = integer(p, "smem_per_sm", 0, kMaxBytes, origin);
   d.smem_per_block = integer(p, "smem_per_block", 0, kMaxBytes, origin);

@@ -1,5 +1,6 @@
 #include "duet/softmax.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -113,6 +114,15 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
   return it->second;
 }
 
+// DUET_CLUSTER=0 plans without thread-block clusters (for comparison runs).
+bool clusters_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("DUET_CLUSTER");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return allowed;
+}
+
 Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
   const bool vec = vector_ok(c);
   const PlanKey key{dev.backend(), dev.ordinal(), c.dtype, c.backward, vec, c.cols};
@@ -121,8 +131,21 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      const SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
-      Plan fresh = plan_softmax(dev.props(), shape, [&](int v, bool f) { return cached_attributes(dev, v, f); });
+      SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
+      shape.allow_clusters = clusters_allowed();
+      const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
+      Plan fresh = plan_softmax(dev.props(), shape, attributes);
+      if (fresh.kernel.strategy == Strategy::cluster_row &&
+          detail::backend(dev.backend())
+                  .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
+                                       fresh.chunks_per_row) < 1) {
+        // The occupancy model counts blocks per SM; whether a cluster's
+        // blocks find room together (one GPC) is the vendor's answer.
+        log::warn("{}: no cluster of {} x {} fits; planning without clusters", dev.label(), fresh.chunks_per_row,
+                  variant_name(fresh.kernel));
+        shape.allow_clusters = false;
+        fresh = plan_softmax(dev.props(), shape, attributes);
+      }
       log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), c.rows, c.cols,
                  to_string(c.dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
                  fresh.geometry.dynamic_smem, fresh.why);
@@ -254,6 +277,10 @@ void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std
 KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize) {
   std::lock_guard<std::mutex> lock(g_plan_mutex);
   return cached_attributes(dev, variant, finalize);
+}
+
+int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks) {
+  return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks);
 }
 
 int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {

@@ -17,6 +17,7 @@ std::string to_string(Strategy s) {
     case Strategy::block_row: return "block_row";
     case Strategy::split_row: return "split_row";
     case Strategy::block_row_smem: return "block_row_smem";
+    case Strategy::cluster_row: return "cluster_row";
   }
   return "unknown";
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -25,12 +26,14 @@ using duet::testing::run_case;
 namespace {
 
 // Row lengths at and around every strategy switch: group sizes (1..32
-// threads, 1..8 vectors), block_row's register and shared-memory limits, and
-// split_row, with primes and powers of two.
+// threads, 1..8 vectors), block_row's register and shared-memory limits,
+// cluster_row's 2, 4 and 8 blocks (even and uneven slices), and split_row,
+// with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
   return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,
           129,  255,  256,  257,  509,   512,   1000,  1023,  1024,  1025,  2047,  2048,   2049,   4093,   4096,
-          4097, 8191, 8192, 8193, 16383, 16384, 16385, 32768, 32771, 65536, 65537, 100003, 131072, 262145, 1048576};
+          4097, 8191, 8192, 8193, 16383, 16384, 16385, 24576, 32768, 32771, 40000, 65536, 65537, 98304, 100003,
+          131072, 131076, 262144, 262145, 1048576};
 }
 
 std::int64_t rows_for(std::int64_t cols) {
@@ -68,7 +71,7 @@ TEST_CASE("every strategy boundary, dtype and direction matches the double refer
 
 TEST_CASE("many more rows than the grid holds") {
   const Device dev = duet::testing::first_gpu();
-  for (std::int64_t cols : {1, 32, 100, 1024, 5000}) {
+  for (std::int64_t cols : {1, 32, 100, 1024, 5000, 40000, 65536}) {
     Case c;
     c.cols = cols;
     c.rows = std::max<std::int64_t>(200000 / cols, 1) * 50 + 7;
@@ -107,8 +110,8 @@ TEST_CASE("strided, in-place and misaligned calls") {
 
 TEST_CASE("inf, -inf and NaN propagate as in torch") {
   const Device dev = duet::testing::first_gpu();
-  for (std::int64_t cols : {5, 200, 3000, 70000, 300000}) {
-    const std::int64_t rows = 6;
+  for (std::int64_t cols : {5, 200, 3000, 40000, 70000, 131072, 300000}) {
+    const std::int64_t rows = 8;
     auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
     const float inf = std::numeric_limits<float>::infinity();
     x[0 * cols + cols / 2] = -inf;                                     // row 0: one -inf -> 0 there
@@ -116,6 +119,10 @@ TEST_CASE("inf, -inf and NaN propagate as in torch") {
     x[2 * cols + cols - 1] = inf;                                      // row 2: +inf -> NaN
     x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();         // row 3: NaN -> NaN
     for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf; // row 4: half -inf
+    // Rows 6, 7: the first third all -inf (a whole cluster block's slice at
+    // the wide rows), then one NaN in it: the slice adds nothing, or NaN.
+    for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
+    x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
     for (Op op : {Op::softmax, Op::log_softmax}) {
       Case c;
       c.op = op;
@@ -238,6 +245,7 @@ TEST_CASE("randomized differential: 2000 random shapes, strides, dtypes and alig
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> log_cols(0.0, std::log(400000.0));
   int failures = 0;
+  std::map<std::string, int> by_strategy;  // how often each kernel family ran
   const int cases = std::getenv("DUET_DIFFERENTIAL_CASES") ? std::atoi(std::getenv("DUET_DIFFERENTIAL_CASES")) : 2000;
   for (int i = 0; i < cases; ++i) {
     Case c;
@@ -252,6 +260,7 @@ TEST_CASE("randomized differential: 2000 random shapes, strides, dtypes and alig
     c.in_place = rng() % 5 == 0;
     try {
       const auto o = run_case(dev, c);
+      ++by_strategy[o.variant.substr(0, o.variant.find('<'))];
       if (!o.check.ok) {
         ++failures;
         MESSAGE(c.name(), " via ", o.variant, ": ", o.check.first_failure);
@@ -261,7 +270,9 @@ TEST_CASE("randomized differential: 2000 random shapes, strides, dtypes and alig
       MESSAGE(c.name(), " threw: ", e.what());
     }
   }
-  MESSAGE("differential: ", cases, " cases, ", failures, " failures");
+  std::string mix;
+  for (const auto& [name, n] : by_strategy) mix += " " + name + ":" + std::to_string(n);
+  MESSAGE("differential: ", cases, " cases, ", failures, " failures; by kernel family:", mix);
   CHECK(failures == 0);
 }
 
@@ -281,6 +292,43 @@ TEST_CASE("pointers from the wrong place are refused before anything is written"
   y.download(after.data(), after.size());
   CHECK(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == 0x7f; }));
   CHECK_THROWS_AS(device(dev.backend(), 1000), Error);
+}
+
+TEST_CASE("out of device memory for split_row's workspace: a clear error, nothing written, then recovery") {
+  const Device dev = duet::testing::first_gpu();
+  const std::int64_t rows = 8, cols = std::int64_t(1) << 20;  // split_row: a workspace of partials
+  const std::size_t bytes = static_cast<std::size_t>(rows * cols) * 4;
+  Buffer x(dev, bytes), y(dev, bytes);
+  x.fill(0);  // all zeros: every output is 1 / cols
+  y.fill(0x7f);
+  Stream stream(dev);  // workspaces are per stream: none exists for this one yet
+  // Take every byte the allocator will give, in halving pieces down to 64 KiB
+  // (below the 2 MiB pages cudaMalloc carves small blocks from).
+  std::vector<Buffer> hog;
+  for (std::size_t piece = std::size_t(1) << 36; piece >= (std::size_t(64) << 10);) {
+    try {
+      hog.emplace_back(dev, piece);
+    } catch (const Error& e) {
+      REQUIRE(e.status() == Status::out_of_memory);
+      piece /= 2;
+    }
+  }
+  MESSAGE("holding ", hog.size(), " allocations");
+  duet::testing::expect_refused(
+      [&] { softmax(dev, DType::f32, rows, cols, x.data(), cols, y.data(), cols, stream.handle()); },
+      "Malloc", Status::out_of_memory);
+  synchronize(dev, stream.handle());
+  std::vector<std::uint8_t> untouched(bytes);
+  y.download(untouched.data(), bytes);
+  CHECK(std::all_of(untouched.begin(), untouched.end(), [](std::uint8_t b) { return b == 0x7f; }));
+  hog.clear();
+  // The same call on the same stream now gets its workspace and is right.
+  softmax(dev, DType::f32, rows, cols, x.data(), cols, y.data(), cols, stream.handle());
+  synchronize(dev, stream.handle());
+  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+  y.download(out.data(), bytes);
+  const float want = 1.0f / static_cast<float>(cols);
+  CHECK(std::all_of(out.begin(), out.end(), [&](float v) { return std::fabs(v - want) <= 1e-6f * want; }));
 }
 
 // Needs two GPUs of one backend (e.g. nvidia-h200-x2); reported as skipped

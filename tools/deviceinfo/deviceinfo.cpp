@@ -71,6 +71,7 @@ void print_props(int index, const Entry& e) {
     print_kv("max_threads_per_block", std::to_string(d.max_threads_per_block));
     print_kv("max_threads_per_sm", std::to_string(d.max_threads_per_sm));
     print_kv("max_blocks_per_sm", std::to_string(d.max_blocks_per_sm));
+    print_kv("cluster_launch", d.cluster_launch ? "yes" : "no");
     print_kv("smem_per_sm", bytes_string(d.smem_per_sm));
     print_kv("smem_per_block", bytes_string(d.smem_per_block));
     print_kv("smem_per_block_optin", bytes_string(d.smem_per_block_optin));
@@ -162,6 +163,12 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"rows_per_block", p.rows_per_block}};
   if (p.kernel.strategy == duet::Strategy::split_row)
     j["split"] = {{"chunks_per_row", p.chunks_per_row}, {"chunk_elems", p.chunk_elems}, {"workspace_bytes", p.workspace_bytes}};
+  if (p.kernel.strategy == duet::Strategy::cluster_row) {
+    j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
+    if (e.live && e.live->is_gpu())
+      j["cluster"]["vendor_max_active_clusters"] =
+          duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row);
+  }
   if (e.live && e.live->is_gpu())
     j["vendor_occupancy"] = duet::live_occupancy(*e.live, p.variant, false, p.launch.threads_per_block,
                                                  p.launch.dynamic_smem_bytes);
@@ -191,6 +198,14 @@ void print_plan(const json& j) {
   print_kv("launch", "grid " + std::to_string(j["grid"].get<long long>()) + " x block " +
                          std::to_string(j["block"].get<int>()) + " (" + std::to_string(j["rows_per_block"].get<int>()) +
                          " rows a block)");
+  if (j.contains("cluster")) {
+    std::string line = std::to_string(j["cluster"]["blocks"].get<int>()) + " blocks a row, " +
+                       std::to_string(j["cluster"]["slice_elems"].get<long long>()) + " elements each";
+    if (j["cluster"].contains("vendor_max_active_clusters"))
+      line += "; the device holds " + std::to_string(j["cluster"]["vendor_max_active_clusters"].get<int>()) +
+              " such clusters at once (vendor)";
+    print_kv("cluster", line);
+  }
   if (j.contains("split"))
     print_kv("split", std::to_string(j["split"]["chunks_per_row"].get<int>()) + " chunks of " +
                           std::to_string(j["split"]["chunk_elems"].get<long long>()) + " elements, workspace " +

@@ -50,6 +50,9 @@ struct DeviceProps {
   // All blocks of a grid that fits can be made resident at once
   // (cudaDeviceProp::cooperativeLaunch).
   bool cooperative_launch = false;
+  // Thread-block clusters can be launched (cudaDevAttrClusterLaunch: compute
+  // capability 9.0+; no AMD device). cluster_row needs them.
+  bool cluster_launch = false;
 
   // Shared memory (LDS on AMD), bytes
   std::int64_t smem_per_sm = 0;

@@ -4,6 +4,9 @@
 // Strategy by row length (vectors of 16 bytes per row, nv):
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
+//   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
+//                             row, each slice in registers; chosen over a
+//                             block_row that fits one block an SM
 //   wider                     split_row: chunks, online (max, sum), two kernels
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
 // waves of SMs x blocks per SM, capped by the work. The kernels walk rows with
@@ -30,6 +33,10 @@ struct SoftmaxShape {
   // 16-byte accesses are possible: every pointer 16-byte aligned, every
   // stride and the row length multiples of the vector width.
   bool vector_ok = true;
+  // cluster_row may be planned where the device launches clusters; false
+  // when the vendor found no cluster of the planned shape would fit, or
+  // DUET_CLUSTER=0 asks for the single-block kernels.
+  bool allow_clusters = true;
 };
 
 struct Plan {
@@ -44,8 +51,8 @@ struct Plan {
   LaunchGeometry geometry;              // main kernel
   LaunchGeometry finalize_geometry;     // split_row's second kernel
   int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
-  int chunks_per_row = 0;               // split_row
-  std::int64_t chunk_elems = 0;
+  int chunks_per_row = 0;               // split_row: chunks; cluster_row: blocks in a cluster
+  std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials
   std::string why;                      // one line: why this strategy
 };
