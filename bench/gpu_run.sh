@@ -1,29 +1,56 @@
 #!/usr/bin/env bash
-# One device session: correctness suite, occupancy table, benchmarks and the
+# One device session: correctness suites, occupancy table, benchmarks and the
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
 # .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
-# in .deps/lib.
+# in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
+#   info tests pytest cold ab tutorial compare   (default: all, in that order)
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
+STEPS=${STEPS:-info tests pytest cold ab tutorial compare}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export DUET_LIBRARY="$PWD/$B/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-{
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-  "$B/tools/deviceinfo"
-  "$B/tools/deviceinfo" --plan 4096x8192:f32 --plan 16384x65536:f32 --plan 64x1048576:f32 --plan 65536x1024:bf16
-} > "$OUT/deviceinfo.txt" 2>&1
-echo "== gpu tests"
-DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 240 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
-echo "gpu tests rc $?"; tail -4 "$OUT/gpu_tests.log"; grep -E "threw|ERROR:" "$OUT/gpu_tests.log" | head
-echo "== python tests (torch, autograd, through the C ABI)"
-DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
-echo "pytest rc $?"; grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest.log" | head -20; tail -2 "$OUT/pytest.log"
-echo "== bench cold"
-timeout 150 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45
-echo "== bench tutorial"
-timeout 60 "$B/tools/duet-bench" --sweep tutorial --hot --dtype f32 --commit "$COMMIT" --json "$OUT/bench_tutorial.json" > "$OUT/bench_tutorial.txt" 2>&1; tail -3 "$OUT/bench_tutorial.txt"
-echo "== torch comparison"
-timeout 200 python3 bench/compare.py --out "$OUT/compare" --dtypes float32,bfloat16 --commit "$COMMIT" ${COMPARE_FLAGS:-} 2>&1 | tail -40
+T0=$(date +%s)
+for step in $STEPS; do
+  echo "== $step ($(( $(date +%s) - T0 )) s)"
+  case $step in
+    info)
+      {
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+        "$B/tools/deviceinfo"
+        "$B/tools/deviceinfo" --plan 4096x8192:f32 --plan 1024x65536:f32 --plan 512x131072:f32 --plan 64x1048576:f32 \
+          --plan 65536x1024:bf16 --plan 512x262144:bf16
+      } > "$OUT/deviceinfo.txt" 2>&1
+      grep -E "variant|cluster:" "$OUT/deviceinfo.txt" ;;
+    tests)
+      # The whole suite; then the one-wave persistent grid (every block and
+      # cluster walks several rows) and the kernels clusters replace.
+      DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 280 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
+      echo "gpu tests rc $?"; grep -E "differential|holding|ERROR|threw|test cases|assertions" "$OUT/gpu_tests.log" | head -20
+      DUET_REQUIRE_GPU=1 DUET_PERSISTENT=1 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,many more rows*,inf*" > "$OUT/gpu_tests_persistent.log" 2>&1
+      echo "persistent grid rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_persistent.log" | head
+      DUET_REQUIRE_GPU=1 DUET_CLUSTER=0 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,inf*" > "$OUT/gpu_tests_no_clusters.log" 2>&1
+      echo "without clusters rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_no_clusters.log" | head ;;
+    pytest)
+      DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
+      echo "pytest rc $?"; grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest.log" | head -20; tail -2 "$OUT/pytest.log" ;;
+    cold)
+      timeout 170 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45 ;;
+    ab)
+      # Rows past one block's registers: clusters (default), without
+      # (DUET_CLUSTER=0), and clusters on the one-wave persistent grid.
+      C="--cols 24576 --cols 32768 --cols 40000 --cols 65536 --cols 98304 --cols 131072 --cols 262144"
+      for env in "DUET_CLUSTER=" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer" "DUET_PERSISTENT=1"; do
+        echo "-- $env"; env $env timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
+      done | tee "$OUT/bench_clusters_ab.txt" | cut -c1-110 ;;
+    tutorial)
+      timeout 60 "$B/tools/duet-bench" --sweep tutorial --hot --dtype f32 --commit "$COMMIT" --json "$OUT/bench_tutorial.json" > "$OUT/bench_tutorial.txt" 2>&1
+      tail -3 "$OUT/bench_tutorial.txt" ;;
+    compare)
+      timeout 230 python3 bench/compare.py --out "$OUT/compare" --dtypes float32,bfloat16 --commit "$COMMIT" ${COMPARE_FLAGS:-} 2>&1 | tail -40 ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+echo "== done ($(( $(date +%s) - T0 )) s)"

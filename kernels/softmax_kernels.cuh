@@ -124,10 +124,13 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, R op) {
 }
 
 // Combine online-softmax pairs (max m, sum s of exp(x - m)). A part with no
-// finite contribution (m = -inf) contributes 0, so -inf entries never make
-// NaN by themselves; +inf and NaN still propagate as in torch.
+// finite value (m = -inf) holds s = 0, or NaN if it saw a NaN (fmaxf skips
+// NaN, the sum does not): it passes unscaled, so -inf entries never make NaN
+// by themselves (exp(-inf - -inf)) and a NaN still reaches the row, as in
+// torch. (Returning 0 there lost a NaN in a chunk otherwise all -inf: GPU
+// test "inf, -inf and NaN", row 7.)
 __device__ __forceinline__ float rescale(float s, float m, float m_new) {
-  return m == kNegInf ? 0.0f : s * exp_shifted(m, m_new);
+  return m == kNegInf ? s : s * exp_shifted(m, m_new);
 }
 
 // ---------------------------------------------------------------- element ops
@@ -491,8 +494,7 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
     const int b = tid % kMaxClusterBlocks;
     const float2 q = b < blocks ? *cluster.map_shared_rank(&pair[parity], b) : make_float2(kNegInf, 0.0f);
     const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
-    const float row_s =
-        group_reduce<kMaxClusterBlocks>(q.x == kNegInf ? q.y : q.y * exp_shifted(q.x, row_m), SumOp{});
+    const float row_s = group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{});
     const float inv_s = 1.0f / row_s;
     const float log_s = logf(row_s);
 #pragma unroll

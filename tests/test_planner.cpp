@@ -102,14 +102,16 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(uneven.chunks_per_row == 4);
   CHECK(uneven.chunk_elems == 10000);
   CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 10000);
-  // A row one block holds only once an SM (1024 x 8 vectors) goes to a
-  // cluster of two whose blocks fit twice; one that fits twice stays.
-  CHECK(plan(h100, 32768).kernel.strategy == Strategy::cluster_row);
-  CHECK(plan(h100, 32768).chunks_per_row == 2);
+  // A row one block_row holds (once an SM, 1024 x 8 vectors) stays there
+  // unless clusters are preferred (DUET_CLUSTER=prefer): a cluster of two.
+  CHECK(plan(h100, 32768).kernel.strategy == Strategy::block_row);
+  SoftmaxShape prefer{DType::f32, false, 4096, 32768, true};
+  prefer.prefer_clusters = true;
+  CHECK(plan_softmax(h100, prefer, recorded(h100)).kernel.strategy == Strategy::cluster_row);
+  CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 2);
   CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
   // Without clusters (DUET_CLUSTER=0, or none fits), the single-block kernels.
   CHECK(plan(h100, 65536, DType::f32, false).kernel.strategy == Strategy::block_row_smem);
-  CHECK(plan(h100, 32768, DType::f32, false).kernel.strategy == Strategy::block_row);
   // Not on the 16-bit scalar path, not before Hopper, not on AMD.
   CHECK(plan_softmax(h100, {DType::bf16, false, 4096, 65537, false}, recorded(h100)).kernel.strategy !=
         Strategy::cluster_row);

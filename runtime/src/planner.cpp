@@ -170,12 +170,12 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
           fits = true;
         }
       }
-      // A block_row that fits one block an SM has nothing to overlap its
-      // reductions with (f32 N = 24576..32768: 0.92 of copy on the H200);
-      // a cluster whose blocks fit twice splits the row instead.
+      // A cluster of two in place of a block_row that fits once an SM
+      // measured slower on the H200 (f32 N = 32768: 0.80 of copy against
+      // 0.92; bench/NOTES.md, v9), so only on request (DUET_CLUSTER=prefer).
       Plan clustered;
-      if (fits && plan.exact.blocks_per_sm == 1 && plan_cluster_row(dev, s, vec, nv, attributes, clustered) &&
-          clustered.exact.blocks_per_sm >= 2)
+      if (s.prefer_clusters && fits && plan.exact.blocks_per_sm == 1 &&
+          plan_cluster_row(dev, s, vec, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
     } else if (plan_cluster_row(dev, s, vec, nv, attributes, plan)) {
       fits = true;

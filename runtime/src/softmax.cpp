@@ -114,13 +114,14 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
   return it->second;
 }
 
-// DUET_CLUSTER=0 plans without thread-block clusters (for comparison runs).
-bool clusters_allowed() {
-  static const bool allowed = [] {
+// DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
+// with them wherever they fit (comparison runs, bench/NOTES.md).
+std::string cluster_setting() {
+  static const std::string setting = [] {
     const char* v = std::getenv("DUET_CLUSTER");
-    return v == nullptr || std::string(v) != "0";
+    return std::string(v == nullptr ? "" : v);
   }();
-  return allowed;
+  return setting;
 }
 
 Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
@@ -132,19 +133,25 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
       SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
-      shape.allow_clusters = clusters_allowed();
+      shape.allow_clusters = cluster_setting() != "0";
+      shape.prefer_clusters = cluster_setting() == "prefer";
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
-      if (fresh.kernel.strategy == Strategy::cluster_row &&
-          detail::backend(dev.backend())
-                  .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
-                                       fresh.chunks_per_row) < 1) {
-        // The occupancy model counts blocks per SM; whether a cluster's
-        // blocks find room together (one GPC) is the vendor's answer.
-        log::warn("{}: no cluster of {} x {} fits; planning without clusters", dev.label(), fresh.chunks_per_row,
-                  variant_name(fresh.kernel));
-        shape.allow_clusters = false;
-        fresh = plan_softmax(dev.props(), shape, attributes);
+      if (fresh.kernel.strategy == Strategy::cluster_row) {
+        // The occupancy model counts blocks per SM; how many clusters find
+        // room together (a cluster's blocks share one GPC) is the vendor's
+        // answer, and it sizes the grid's waves.
+        const int clusters = detail::backend(dev.backend())
+                                 .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
+                                                      fresh.chunks_per_row);
+        if (clusters < 1) {
+          log::warn("{}: no cluster of {} x {} fits; planning without clusters", dev.label(), fresh.chunks_per_row,
+                    variant_name(fresh.kernel));
+          shape.allow_clusters = false;
+          fresh = plan_softmax(dev.props(), shape, attributes);
+        } else {
+          fresh.resident_blocks = std::int64_t(clusters) * fresh.chunks_per_row;
+        }
       }
       log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), c.rows, c.cols,
                  to_string(c.dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,

@@ -5,8 +5,8 @@
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
 //   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
-//                             row, each slice in registers; chosen over a
-//                             block_row that fits one block an SM
+//                             row, each slice in registers; before
+//                             block_row_smem and split_row
 //   wider                     split_row: chunks, online (max, sum), two kernels
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
 // waves of SMs x blocks per SM, capped by the work. The kernels walk rows with
@@ -37,6 +37,8 @@ struct SoftmaxShape {
   // when the vendor found no cluster of the planned shape would fit, or
   // DUET_CLUSTER=0 asks for the single-block kernels.
   bool allow_clusters = true;
+  // Also for rows one block_row holds at one block an SM (DUET_CLUSTER=prefer).
+  bool prefer_clusters = false;
 };
 
 struct Plan {
