@@ -25,12 +25,10 @@ for step in $STEPS; do
       } > "$OUT/deviceinfo.txt" 2>&1
       grep -E "variant|cluster:" "$OUT/deviceinfo.txt" ;;
     tests)
-      # The whole suite; then the one-wave persistent grid (every block and
-      # cluster walks several rows) and the kernels clusters replace.
+      # The whole suite; then the kernels clusters replace (ctest runs the
+      # one-wave persistent grid too: gpu_persistent_grid).
       DUET_REQUIRE_GPU=1 DUET_OCCUPANCY_TABLE="$OUT/occupancy.csv" timeout 280 "$B/tests/duet_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
       echo "gpu tests rc $?"; grep -E "differential|holding|ERROR|threw|test cases|assertions" "$OUT/gpu_tests.log" | head -20
-      DUET_REQUIRE_GPU=1 DUET_PERSISTENT=1 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,many more rows*,inf*" > "$OUT/gpu_tests_persistent.log" 2>&1
-      echo "persistent grid rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_persistent.log" | head
       DUET_REQUIRE_GPU=1 DUET_CLUSTER=0 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,inf*" > "$OUT/gpu_tests_no_clusters.log" 2>&1
       echo "without clusters rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_no_clusters.log" | head ;;
     pytest)
@@ -39,10 +37,11 @@ for step in $STEPS; do
     cold)
       timeout 170 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45 ;;
     ab)
-      # Rows past one block's registers: clusters (default), without
-      # (DUET_CLUSTER=0), and clusters on the one-wave persistent grid.
+      # Rows past one block's registers: clusters with the lookahead
+      # (default), without it, no clusters, and clusters also where one
+      # block_row fits once an SM.
       C="--cols 24576 --cols 32768 --cols 40000 --cols 65536 --cols 98304 --cols 131072 --cols 262144"
-      for env in "DUET_CLUSTER=" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer" "DUET_PERSISTENT=1"; do
+      for env in "DUET_CLUSTER=" "DUET_CLUSTER=nolookahead" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer"; do
         echo "-- $env"; env $env timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
       done | tee "$OUT/bench_clusters_ab.txt" | cut -c1-110 ;;
     tutorial)

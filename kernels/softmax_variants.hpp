@@ -55,6 +55,13 @@ inline constexpr int kBlockRowMaxThreads = 1024;
 inline constexpr int kClusterRowMaxThreads = 512;
 inline constexpr int kMaxClusterBlocks = 8;
 inline constexpr std::array<int, 2> kClusterVpt{4, 8};
+// cluster_row at 4 vectors a thread also holds its slice of the cluster's
+// next row (4 more), loaded while the cluster's barrier is pending; at 8 it
+// holds one row (the widest rows: 8 blocks x 512 x 8 vectors).
+constexpr bool cluster_row_lookahead(int vpt) { return vpt == 4; }
+template <int VPT>
+inline constexpr bool kClusterRowLookahead = VPT == 4;  // device code reads this one
+static_assert(kClusterRowLookahead<4> == cluster_row_lookahead(4) && kClusterRowLookahead<8> == cluster_row_lookahead(8));
 
 // Rows each group_rows thread loads before reducing the first: enough that
 // a thread has 4 vectors in flight (64 bytes). With one vector per thread per

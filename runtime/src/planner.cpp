@@ -55,26 +55,29 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }
 
 // cluster_row for a row of nv vectors: the fewest blocks (2, 4, 8) whose
-// registers hold the row at up to 8 vectors a thread and 512 threads a
-// block; 4 vectors a thread where that suffices (fewer registers). Returns
-// false where the device has no clusters or the row needs more than 8
-// blocks.
+// registers hold the row at 4 vectors a thread with the next row's 4 ahead
+// (512 threads a block), else at 8 vectors a thread without; fewer threads
+// where the slice is short. Returns false where the device has no clusters
+// or the row needs more than 8 blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
-  for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
-    const std::int64_t slice = ceil_div(nv, blocks);
-    if (slice > std::int64_t(kClusterRowMaxThreads) * kClusterVpt.back()) continue;
-    const int vpt = slice > std::int64_t(kClusterRowMaxThreads) * kClusterVpt.front() ? kClusterVpt.back()
-                                                                                      : kClusterVpt.front();
-    const int threads = static_cast<int>(
-        std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
-    out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
-    out.chunks_per_row = blocks;
-    out.chunk_elems = slice * vec;
-    out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
-              std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
-    return out.exact.blocks_per_sm >= 1;
+  for (int vpt : kClusterVpt) {
+    if (cluster_row_lookahead(vpt) && !s.cluster_lookahead) continue;
+    for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
+      const std::int64_t slice = ceil_div(nv, blocks);
+      if (slice > std::int64_t(kClusterRowMaxThreads) * vpt) continue;
+      const int threads = static_cast<int>(
+          std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
+      out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
+      out.chunks_per_row = blocks;
+      out.chunk_elems = slice * vec;
+      out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) +
+                " blocks: " + std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each" +
+                (cluster_row_lookahead(vpt) ? " (+ " + std::to_string(vpt) + " of the next row)" : "") +
+                ", in registers";
+      return out.exact.blocks_per_sm >= 1;
+    }
   }
   return false;
 }
@@ -102,7 +105,10 @@ void set_grid(Plan& p, std::int64_t rows) {
     const char* v = std::getenv("DUET_PERSISTENT");
     return v != nullptr && std::string(v) == "1";
   }();
-  const std::int64_t waves = persistent ? 1 : kMaxWaves;
+  // cluster_row always gets one wave of clusters: launching a fresh cluster
+  // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
+  // (H200, bench/NOTES.md v10), the reverse of single blocks.
+  const std::int64_t waves = persistent || p.kernel.strategy == Strategy::cluster_row ? 1 : kMaxWaves;
   std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
   if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
