@@ -37,11 +37,10 @@ for step in $STEPS; do
     cold)
       timeout 170 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45 ;;
     ab)
-      # Rows past one block's registers: clusters with the lookahead
-      # (default), without it, no clusters, and clusters also where one
-      # block_row fits once an SM.
+      # Rows past one block's registers: clusters (default), none, and
+      # clusters also where one block_row fits once an SM.
       C="--cols 24576 --cols 32768 --cols 40000 --cols 65536 --cols 98304 --cols 131072 --cols 262144"
-      for env in "DUET_CLUSTER=" "DUET_CLUSTER=nolookahead" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer"; do
+      for env in "DUET_CLUSTER=" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer"; do
         echo "-- $env"; env $env timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
       done | tee "$OUT/bench_clusters_ab.txt" | cut -c1-110 ;;
     tutorial)

@@ -145,23 +145,6 @@ __device__ __forceinline__ float backward_value(float y, float dy, float sum, in
   return log ? dy - fast_exp2(y * kLog2e) * sum : y * (dy - sum);
 }
 
-// An empty asm that claims to change a pack's 32-bit words: the compiler
-// must convert the raw 16-bit values again after it instead of keeping the
-// float copies it made before alive. cluster_row's bf16 lookahead kept 32
-// converted floats beside 32 raw registers and spilled 152 bytes (ptxas -v,
-// sm_90); with this, none. No instruction is emitted.
-template <class T, int VEC>
-__device__ __forceinline__ void forget_conversions(Pack<T, VEC>& p) {
-#if defined(__CUDA_ARCH__)
-  static_assert(sizeof(p) % 4 == 0);
-  auto* words = reinterpret_cast<unsigned*>(&p);
-#pragma unroll
-  for (int w = 0; w < int(sizeof(p) / 4); ++w) asm volatile("" : "+r"(words[w]));
-#else
-  (void)p;
-#endif
-}
-
 template <class T, int VEC>
 __device__ __forceinline__ const Pack<T, VEC>* row_ptr(const void* base, std::int64_t row, std::int64_t stride) {
   return reinterpret_cast<const Pack<T, VEC>*>(static_cast<const T*>(base) + row * stride);
@@ -442,11 +425,8 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
 // online pair (m_r, s_r = sum exp(x - m_r)), and the pairs are exchanged
 // through distributed shared memory with one cluster barrier per row. Read
 // once, write once; 512-thread blocks fit twice an SM. The grid is one wave
-// of clusters walking the rows (bench/NOTES.md, v9-v10: a fresh cluster per
-// row measured 0.74 of copy at f32 N = 65536, a persistent one 0.81).
-// With a lookahead (kClusterRowLookahead<VPT>), a block loads its slice of
-// the cluster's next row between arriving at the barrier and waiting on it,
-// so the wait for the slowest block is spent with loads in flight.
+// of clusters walking the rows (a fresh cluster per row measured 0.74 of
+// copy at f32 N = 65536, a persistent one 0.81: bench/NOTES.md, v10).
 // Hopper (sm_90) and later; never launched elsewhere
 // (DeviceProps::cluster_launch).
 template <class T, int VEC, int VPT>
@@ -454,7 +434,6 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
 #if DUET_DEVICE_CLUSTERS
   using P = Pack<T, VEC>;
   namespace cg = cooperative_groups;
-  constexpr bool kLookahead = kClusterRowLookahead<VPT>;
   __shared__ float scratch[2][kMaxWarpsPerBlock];
   // This block's pair, double-buffered: a block writes row i + 1's pair
   // while the others may still read row i's, and comes back to row i's
@@ -473,23 +452,13 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
   const std::int64_t first = chunk.begin + tid;
   const int count = first < chunk.end ? static_cast<int>((chunk.end - first + nt - 1) / nt) : 0;
   auto valid = [&](int j) { return j < count; };
-  P x[VPT];
-  P ahead[kLookahead ? VPT : 1];
-  std::int64_t row = blockIdx.x / blocks;
-  if (kLookahead && row < a.rows) {
+  int parity = 0;
+  for (std::int64_t row = blockIdx.x / blocks; row < a.rows; row += clusters, parity ^= 1) {
     const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride) + first;
+    P x[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; ++j)
       if (valid(j)) x[j] = xr[std::int64_t(j) * nt];
-  }
-  int parity = 0;
-  for (; row < a.rows; row += clusters, parity ^= 1) {
-    if constexpr (!kLookahead) {
-      const P* xr = row_ptr<T, VEC>(a.x, row, a.x_stride) + first;
-#pragma unroll
-      for (int j = 0; j < VPT; ++j)
-        if (valid(j)) x[j] = xr[std::int64_t(j) * nt];
-    }
 
     float m = kNegInf;
 #pragma unroll
@@ -516,25 +485,7 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
     }
     s = block_reduce(s, scratch[1], SumOp{});
     if (tid == 0) pair[parity] = make_float2(m, s);
-    if constexpr (kLookahead && sizeof(T) == 2) {
-#pragma unroll
-      for (int j = 0; j < VPT; ++j) forget_conversions(x[j]);
-    }
-    if constexpr (kLookahead) {
-      // barrier.cluster.arrive (release) ... wait (acquire): the pair
-      // written above is visible to every block past the wait.
-      cluster.barrier_arrive();
-      const std::int64_t next = row + clusters;
-      if (next < a.rows) {
-        const P* xr = row_ptr<T, VEC>(a.x, next, a.x_stride) + first;
-#pragma unroll
-        for (int j = 0; j < VPT; ++j)
-          if (valid(j)) ahead[j] = xr[std::int64_t(j) * nt];
-      }
-      cluster.barrier_wait();
-    } else {
-      cluster.sync();
-    }
+    cluster.sync();
 
     // Every warp combines the cluster's pairs on its own, lane b (mod 8)
     // holding block b's: one distributed shared-memory load a lane and
@@ -556,10 +507,6 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
           o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), row_m, inv_s, log_s, a.log));
         orow[std::int64_t(j) * nt] = o;
       }
-    if constexpr (kLookahead) {
-#pragma unroll
-      for (int j = 0; j < VPT; ++j) x[j] = ahead[j];
-    }
   }
   // A block's shared memory must outlive every remote read of it: no block
   // leaves before all have read the last row's pairs.

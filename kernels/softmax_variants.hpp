@@ -54,14 +54,11 @@ inline constexpr int kBlockRowMaxThreads = 1024;
 // portable cluster size (CUDA C Programming Guide, "Thread Block Clusters").
 inline constexpr int kClusterRowMaxThreads = 512;
 inline constexpr int kMaxClusterBlocks = 8;
-inline constexpr std::array<int, 2> kClusterVpt{4, 8};
-// cluster_row at 4 vectors a thread also holds its slice of the cluster's
-// next row (4 more), loaded while the cluster's barrier is pending; at 8 it
-// holds one row (the widest rows: 8 blocks x 512 x 8 vectors).
-constexpr bool cluster_row_lookahead(int vpt) { return vpt == 4; }
-template <int VPT>
-inline constexpr bool kClusterRowLookahead = VPT == 4;  // device code reads this one
-static_assert(kClusterRowLookahead<4> == cluster_row_lookahead(4) && kClusterRowLookahead<8> == cluster_row_lookahead(8));
+// Vectors a cluster_row thread holds: 8, so 8 blocks of 512 threads hold a
+// row of 32768 vectors. (Holding 4 plus the next row's 4, loaded while the
+// cluster barrier was pending, needed twice the blocks and measured slower:
+// bench/NOTES.md, v11.)
+inline constexpr int kClusterRowVpt = 8;
 
 // Rows each group_rows thread loads before reducing the first: enough that
 // a thread has 4 vectors in flight (64 bytes). With one vector per thread per
@@ -97,7 +94,7 @@ constexpr int count_variants() {
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
         n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
-             (bwd == 0 && v == 0 ? int(kClusterVpt.size()) : 0);
+             (bwd == 0 && v == 0 ? 1 : 0);
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -120,7 +117,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
         if (!bwd && v == 0)  // forward, 16-byte vectors
-          for (int vpt : kClusterVpt) out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, vpt};
+          out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt};
       }
   return out;
 }

@@ -82,48 +82,37 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
     s.allow_clusters = clusters;
     return plan_softmax(d, s, recorded(d));
   };
-  // 65536 floats = 16384 vectors: 8 blocks of 512 threads x 4 vectors, and
-  // 4 more of the next row (the lookahead).
+  // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors.
   const Plan p = plan(h100, 65536);
   CHECK(p.kernel.strategy == Strategy::cluster_row);
-  CHECK(cluster_row_lookahead(p.kernel.vpt));
-  CHECK(p.chunks_per_row == 8);
-  CHECK(p.chunk_elems == 8192);
+  CHECK(p.chunks_per_row == 4);
+  CHECK(p.chunk_elems == 16384);
   CHECK(p.launch.threads_per_block == 512);
-  CHECK(p.kernel.vpt == 4);
+  CHECK(p.kernel.vpt == 8);
   CHECK(p.exact.blocks_per_sm == 2);  // two slices an SM; block_row_smem holds one row
   // One wave of whole clusters, walking the rows.
-  CHECK(p.geometry.grid == p.resident_blocks / 8 * 8);
-  CHECK(p.geometry.grid % 8 == 0);
+  CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
+  CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Without the lookahead: 4 blocks x 8 vectors a thread.
-  SoftmaxShape no_ahead{DType::f32, false, 4096, 65536, true};
-  no_ahead.cluster_lookahead = false;
-  const Plan q = plan_softmax(h100, no_ahead, recorded(h100));
-  CHECK(q.chunks_per_row == 4);
-  CHECK(q.kernel.vpt == 8);
-  CHECK_FALSE(cluster_row_lookahead(q.kernel.vpt));
-  // Past 8 x 512 x 4 vectors, 8 vectors a thread without a lookahead; past
-  // 8 x 512 x 8, split_row (too wide for shared memory too).
+  // Widest: 8 blocks; one vector more goes to split_row (too wide for
+  // shared memory too).
   CHECK(plan(h100, 131072).chunks_per_row == 8);
-  CHECK(plan(h100, 131072).kernel.vpt == 8);
   CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_row);
   CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
-  CHECK(plan(h100, 262144, DType::bf16).kernel.vpt == 8);
-  CHECK(plan(h100, 131072, DType::bf16).kernel.vpt == 4);
-  // Uneven slices: 40000 floats = 10000 vectors over 8 blocks of 1250.
+  CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 4);
+  // Uneven slices: 40000 floats = 10000 vectors over 4 blocks of 2500.
   const Plan uneven = plan(h100, 40000);
-  CHECK(uneven.chunks_per_row == 8);
-  CHECK(uneven.chunk_elems == 5000);
+  CHECK(uneven.chunks_per_row == 4);
+  CHECK(uneven.chunk_elems == 10000);
   CHECK(uneven.launch.threads_per_block == 320);
-  CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
+  CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 10000);
   // A row one block_row holds (once an SM, 1024 x 8 vectors) stays there
   // unless clusters are preferred (DUET_CLUSTER=prefer).
   CHECK(plan(h100, 32768).kernel.strategy == Strategy::block_row);
   SoftmaxShape prefer{DType::f32, false, 4096, 32768, true};
   prefer.prefer_clusters = true;
   CHECK(plan_softmax(h100, prefer, recorded(h100)).kernel.strategy == Strategy::cluster_row);
-  CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 4);
+  CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 2);
   CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
   // Without clusters (DUET_CLUSTER=0, or none fits), the single-block kernels.
   CHECK(plan(h100, 65536, DType::f32, false).kernel.strategy == Strategy::block_row_smem);

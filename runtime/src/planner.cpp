@@ -55,29 +55,24 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }
 
 // cluster_row for a row of nv vectors: the fewest blocks (2, 4, 8) whose
-// registers hold the row at 4 vectors a thread with the next row's 4 ahead
-// (512 threads a block), else at 8 vectors a thread without; fewer threads
-// where the slice is short. Returns false where the device has no clusters
-// or the row needs more than 8 blocks.
+// registers hold the row at 8 vectors a thread and up to 512 threads a
+// block, fewer threads where the slice is short. Returns false where the
+// device has no clusters or the row needs more than 8 blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
-  for (int vpt : kClusterVpt) {
-    if (cluster_row_lookahead(vpt) && !s.cluster_lookahead) continue;
-    for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
-      const std::int64_t slice = ceil_div(nv, blocks);
-      if (slice > std::int64_t(kClusterRowMaxThreads) * vpt) continue;
-      const int threads = static_cast<int>(
-          std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
-      out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
-      out.chunks_per_row = blocks;
-      out.chunk_elems = slice * vec;
-      out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) +
-                " blocks: " + std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each" +
-                (cluster_row_lookahead(vpt) ? " (+ " + std::to_string(vpt) + " of the next row)" : "") +
-                ", in registers";
-      return out.exact.blocks_per_sm >= 1;
-    }
+  constexpr int vpt = kClusterRowVpt;
+  for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
+    const std::int64_t slice = ceil_div(nv, blocks);
+    if (slice > std::int64_t(kClusterRowMaxThreads) * vpt) continue;
+    const int threads = static_cast<int>(
+        std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
+    out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
+    out.chunks_per_row = blocks;
+    out.chunk_elems = slice * vec;
+    out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
+              std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
+    return out.exact.blocks_per_sm >= 1;
   }
   return false;
 }

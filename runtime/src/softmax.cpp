@@ -115,8 +115,7 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 }
 
 // DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
-// with them wherever they fit, DUET_CLUSTER=nolookahead without cluster_row's
-// lookahead (comparison runs, bench/NOTES.md).
+// with them wherever they fit (comparison runs, bench/NOTES.md).
 std::string cluster_setting() {
   static const std::string setting = [] {
     const char* v = std::getenv("DUET_CLUSTER");
@@ -136,7 +135,6 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
       SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
       shape.allow_clusters = cluster_setting() != "0";
       shape.prefer_clusters = cluster_setting() == "prefer";
-      shape.cluster_lookahead = cluster_setting() != "nolookahead";
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       if (fresh.kernel.strategy == Strategy::cluster_row) {

@@ -39,8 +39,6 @@ struct SoftmaxShape {
   bool allow_clusters = true;
   // Also for rows one block_row holds at one block an SM (DUET_CLUSTER=prefer).
   bool prefer_clusters = false;
-  // cluster_row may hold the next row's slice too (DUET_CLUSTER=nolookahead: not).
-  bool cluster_lookahead = true;
 };
 
 struct Plan {
