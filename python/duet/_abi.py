@@ -160,9 +160,18 @@ def _row_stride(m):
     return m.stride(0) if m.shape[0] > 1 else m.shape[1]
 
 
+# torch device -> duet device, filled by the first call on each torch device
+# (libduet checks every pointer again on every call: the wrong device, or
+# host memory, is still refused there).
+_DEVICE_OF = {}
+
+
 def _duet_device(t, fn):
     """The duet device of a tensor's memory; refuses GPU memory that this
     libduet has no backend for (the host backend would read it as host memory)."""
+    cached = _DEVICE_OF.get(t.device)
+    if cached is not None:
+        return cached
     dev = _Device()
     _check(library().duet_device_of_pointer(ctypes.c_void_p(t.data_ptr()), ctypes.byref(dev)))
     if t.device.type == "cpu":
@@ -171,12 +180,19 @@ def _duet_device(t, fn):
     elif dev.backend == BACKEND_HOST:
         raise ValueError(f"duet.{fn}: a tensor on {t.device}, but the loaded libduet ({version()}) has no GPU "
                          f"backend for that memory (its devices: {', '.join(devices())})")
+    _DEVICE_OF[t.device] = dev
     return dev
 
 
 def _stream(t):
+    if t.device.type != "cuda":
+        return None
     import torch
-    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream) if t.device.type == "cuda" else None
+    # The raw handle without building a torch.cuda.Stream object (Triton's
+    # launcher reads it the same way); the public call where that is absent.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    return ctypes.c_void_p(raw(index) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream)
 
 
 def _same_layout(a, b, what, fn):
