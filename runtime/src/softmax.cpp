@@ -135,6 +135,11 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
       SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
       shape.allow_clusters = cluster_setting() != "0";
       shape.prefer_clusters = cluster_setting() == "prefer";
+      static const bool force_split = [] {
+        const char* v = std::getenv("DUET_STRATEGY");
+        return v != nullptr && std::string(v) == "split_row";
+      }();
+      shape.force_split = force_split;
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       if (fresh.kernel.strategy == Strategy::cluster_row) {
@@ -232,8 +237,32 @@ void run(const Device& dev, const SoftmaxCall& c) {
     workspace = workspaces().get(dev, c.stream, plan.workspace_bytes);
     a.partials = static_cast<float*>(workspace.buffer->data());
   }
-  detail::backend(dev.backend())
-      .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
+  const auto& backend = detail::backend(dev.backend());
+  if (plan.rows_per_launch <= 0 || plan.rows_per_launch >= c.rows) {
+    backend.launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
+    return;
+  }
+  // split_row in batches of rows: stream order keeps one batch's passes
+  // and the next batch's use of the same partials apart.
+  const int elem = dtype_size(c.dtype);
+  auto advance = [&](const void* p, std::int64_t rows, std::int64_t stride) {
+    return static_cast<const char*>(p) + rows * stride * elem;
+  };
+  Plan tail;
+  for (std::int64_t r0 = 0; r0 < c.rows; r0 += plan.rows_per_launch) {
+    SoftmaxArgs b = a;
+    b.rows = std::min(plan.rows_per_launch, c.rows - r0);
+    b.x = advance(c.x, r0, c.x_stride);
+    b.dy = c.backward ? advance(c.dy, r0, c.dy_stride) : nullptr;
+    b.out = const_cast<char*>(advance(c.out, r0, c.out_stride));
+    const Plan* g = &plan;
+    if (b.rows < plan.rows_per_launch) {  // the last, shorter batch
+      tail = plan;
+      set_grid(tail, b.rows);
+      g = &tail;
+    }
+    backend.launch_softmax(dev.ordinal(), plan.variant, b, g->geometry, g->finalize_geometry, c.stream);
+  }
 }
 
 namespace {

@@ -165,7 +165,11 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   // memory slot, or a chunk) to go to. Classified by the plan's data, not
   // by enumerator, so new strategies are checked too.
   const __int128 cols = s.cols;
-  __int128 work = s.rows;  // blocks' worth of work (before the resident cap)
+  // Rows one launch takes: split_row batches them (rows_per_launch).
+  FUZZ_CHECK(p.rows_per_launch >= 0 && (p.rows_per_launch == 0 || p.kernel.strategy == Strategy::split_row), ctx);
+  const __int128 launch_rows = p.rows_per_launch > 0 ? std::min<std::int64_t>(s.rows, p.rows_per_launch) : s.rows;
+  const bool cluster = p.kernel.strategy == Strategy::cluster_row;
+  __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
     // threads/group rows.
@@ -174,14 +178,21 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
-    // Chunked rows (split_row): enough chunks, none empty, one (max, sum)
-    // float pair per (row, chunk).
+    // Chunked rows (split_row, cluster_row): enough chunks, none empty;
+    // split_row: one (max, sum) float pair per (row, chunk) of a launch;
+    // cluster_row: a block's threads hold its chunk, at most 8 a cluster.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
-    FUZZ_CHECK(__int128(p.workspace_bytes) == __int128(s.rows) * p.chunks_per_row * 8, ctx);
-    if (p.kernel.strategy == Strategy::split_row) FUZZ_CHECK(p.finalize_geometry.grid == p.geometry.grid, ctx);
-    work = __int128(s.rows) * p.chunks_per_row;
+    if (cluster) {
+      FUZZ_CHECK(d.cluster_launch && !s.backward && p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks, ctx);
+      FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems, ctx);
+      FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    } else {
+      FUZZ_CHECK(__int128(p.workspace_bytes) == launch_rows * p.chunks_per_row * 8, ctx);
+      FUZZ_CHECK(p.finalize_geometry.grid == p.geometry.grid, ctx);
+    }
+    work = launch_rows * p.chunks_per_row;
   } else {
     // One block a row (block_row, with or without shared memory): registers
     // plus shared-memory vectors hold the row.
@@ -199,10 +210,15 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
     const char* persistent = std::getenv("DUET_PERSISTENT");
-    const std::int64_t waves = persistent != nullptr && std::string_view(persistent) == "1" ? 1 : kMaxWaves;
+    // cluster_row: one wave of whole clusters (at least one cluster).
+    const std::int64_t waves =
+        cluster || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
+    const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
+                                  : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
-    FUZZ_CHECK(p.geometry.grid <= __int128(p.resident_blocks) * waves, ctx);
-    FUZZ_CHECK(p.geometry.grid >= std::min<__int128>(work, p.resident_blocks), ctx);
+    FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
+    FUZZ_CHECK(p.geometry.grid >= std::min<__int128>(work, wave), ctx);
+    if (cluster) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
   }
 }
 
