@@ -3,11 +3,11 @@
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
 # .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
 # in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
-#   info tests pytest cold ab tutorial compare   (default: all, in that order)
+#   info tests pytest cold ab split tutorial compare   (default: all, in that order)
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
-STEPS=${STEPS:-info tests pytest cold ab tutorial compare}
+STEPS=${STEPS:-info tests pytest cold ab split tutorial compare}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export DUET_LIBRARY="$PWD/$B/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
@@ -43,6 +43,11 @@ for step in $STEPS; do
       for env in "DUET_CLUSTER=" "DUET_CLUSTER=0" "DUET_CLUSTER=prefer"; do
         echo "-- $env"; env $env timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
       done | tee "$OUT/bench_clusters_ab.txt" | cut -c1-110 ;;
+    split)
+      # split_row forced (DUET_STRATEGY=split_row) where other kernels run.
+      C="--cols 32768 --cols 65536 --cols 131072 --cols 262144"
+      DUET_STRATEGY=split_row timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 |
+        grep -E "^softmax|copy" | tee "$OUT/bench_split_forced.txt" | cut -c1-110 ;;
     tutorial)
       timeout 60 "$B/tools/duet-bench" --sweep tutorial --hot --dtype f32 --commit "$COMMIT" --json "$OUT/bench_tutorial.json" > "$OUT/bench_tutorial.txt" 2>&1
       tail -3 "$OUT/bench_tutorial.txt" ;;

@@ -79,20 +79,10 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
 
 }  // namespace
 
-std::int64_t split_batch_bytes(const DeviceProps& dev) {
-  static const std::int64_t configured = [] {
-    const char* v = std::getenv("DUET_SPLIT_BATCH_MB");
-    return v == nullptr ? std::int64_t(-1) : std::max<std::int64_t>(std::atoll(v), 0) << 20;
-  }();
-  if (configured >= 0) return configured;
-  return dev.l2_bytes / 3;
-}
-
 void set_grid(Plan& p, std::int64_t rows) {
   // rows x chunks (the work) and its 8-byte partials must stay below 2^63.
   require(rows >= 0 && rows <= (std::int64_t(1) << 59) / std::max(p.chunks_per_row, 1), Status::invalid_argument,
           "set_grid: rows out of range: " + std::to_string(rows));
-  if (p.rows_per_launch > 0) rows = std::min(rows, p.rows_per_launch);
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
@@ -213,16 +203,6 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
                  std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
                  " elements, two passes";
-      // Rows in batches of about a third of the L2, each batch's two passes
-      // back to back, so the second reads the input from L2, not DRAM
-      // (bench/NOTES.md, v12).
-      const std::int64_t batch = dev.is_gpu() ? split_batch_bytes(dev) : 0;
-      const std::int64_t row_bytes = s.cols * dtype_size(s.dtype) * (s.backward ? 2 : 1);
-      if (batch > 0) {
-        plan.rows_per_launch = std::max<std::int64_t>(batch / row_bytes, 1);
-        plan.why += ", " + std::to_string(plan.rows_per_launch) + " rows a launch (" + std::to_string(batch >> 20) +
-                    " MiB of L2)";
-      }
     }
   }
   if (plan.exact.blocks_per_sm < 1)

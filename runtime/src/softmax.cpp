@@ -237,32 +237,8 @@ void run(const Device& dev, const SoftmaxCall& c) {
     workspace = workspaces().get(dev, c.stream, plan.workspace_bytes);
     a.partials = static_cast<float*>(workspace.buffer->data());
   }
-  const auto& backend = detail::backend(dev.backend());
-  if (plan.rows_per_launch <= 0 || plan.rows_per_launch >= c.rows) {
-    backend.launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
-    return;
-  }
-  // split_row in batches of rows: stream order keeps one batch's passes
-  // and the next batch's use of the same partials apart.
-  const int elem = dtype_size(c.dtype);
-  auto advance = [&](const void* p, std::int64_t rows, std::int64_t stride) {
-    return static_cast<const char*>(p) + rows * stride * elem;
-  };
-  Plan tail;
-  for (std::int64_t r0 = 0; r0 < c.rows; r0 += plan.rows_per_launch) {
-    SoftmaxArgs b = a;
-    b.rows = std::min(plan.rows_per_launch, c.rows - r0);
-    b.x = advance(c.x, r0, c.x_stride);
-    b.dy = c.backward ? advance(c.dy, r0, c.dy_stride) : nullptr;
-    b.out = const_cast<char*>(advance(c.out, r0, c.out_stride));
-    const Plan* g = &plan;
-    if (b.rows < plan.rows_per_launch) {  // the last, shorter batch
-      tail = plan;
-      set_grid(tail, b.rows);
-      g = &tail;
-    }
-    backend.launch_softmax(dev.ordinal(), plan.variant, b, g->geometry, g->finalize_geometry, c.stream);
-  }
+  detail::backend(dev.backend())
+      .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
 }
 
 namespace {

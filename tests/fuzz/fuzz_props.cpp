@@ -165,9 +165,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   // memory slot, or a chunk) to go to. Classified by the plan's data, not
   // by enumerator, so new strategies are checked too.
   const __int128 cols = s.cols;
-  // Rows one launch takes: split_row batches them (rows_per_launch).
-  FUZZ_CHECK(p.rows_per_launch >= 0 && (p.rows_per_launch == 0 || p.kernel.strategy == Strategy::split_row), ctx);
-  const __int128 launch_rows = p.rows_per_launch > 0 ? std::min<std::int64_t>(s.rows, p.rows_per_launch) : s.rows;
+  const __int128 launch_rows = s.rows;
   const bool cluster = p.kernel.strategy == Strategy::cluster_row;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (p.kernel.strategy == Strategy::group_rows) {
@@ -179,7 +177,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
     // Chunked rows (split_row, cluster_row): enough chunks, none empty;
-    // split_row: one (max, sum) float pair per (row, chunk) of a launch;
+    // split_row: one (max, sum) float pair per (row, chunk);
     // cluster_row: a block's threads hold its chunk, at most 8 a cluster.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);

@@ -62,7 +62,6 @@ struct Case {
 struct Outcome {
   reference::Check check;
   std::string variant;
-  std::int64_t rows_per_launch = 0;  // the plan's (split_row batches)
 };
 
 // Runs one case on `dev` with fresh random inputs and a NaN-poisoned output,
@@ -119,7 +118,6 @@ inline Outcome run_case(const Device& dev, const Case& c, const std::vector<floa
   Outcome out;
   const Plan plan = plan_for(dev, call);
   out.variant = variant_name(plan.kernel);
-  out.rows_per_launch = plan.rows_per_launch;
   run(dev, call);
   synchronize(dev, c.stream);
 

@@ -164,8 +164,7 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   if (p.kernel.strategy == duet::Strategy::split_row)
     j["split"] = {{"chunks_per_row", p.chunks_per_row},
                   {"chunk_elems", p.chunk_elems},
-                  {"workspace_bytes", p.workspace_bytes},
-                  {"rows_per_launch", p.rows_per_launch}};
+                  {"workspace_bytes", p.workspace_bytes}};
   if (p.kernel.strategy == duet::Strategy::cluster_row) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
     if (e.live && e.live->is_gpu())
@@ -212,10 +211,7 @@ void print_plan(const json& j) {
   if (j.contains("split"))
     print_kv("split", std::to_string(j["split"]["chunks_per_row"].get<int>()) + " chunks of " +
                           std::to_string(j["split"]["chunk_elems"].get<long long>()) + " elements, workspace " +
-                          std::to_string(j["split"]["workspace_bytes"].get<long long>()) + " B" +
-                          (j["split"]["rows_per_launch"].get<long long>() > 0
-                               ? ", " + std::to_string(j["split"]["rows_per_launch"].get<long long>()) + " rows a launch"
-                               : std::string()));
+                          std::to_string(j["split"]["workspace_bytes"].get<long long>()) + " B");
 }
 
 }  // namespace

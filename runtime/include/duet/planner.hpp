@@ -58,10 +58,7 @@ struct Plan {
   int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
   int chunks_per_row = 0;               // split_row: chunks; cluster_row: blocks in a cluster
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
-  std::int64_t workspace_bytes = 0;     // split_row partials (of one launch's rows)
-  // split_row: rows one launch pair takes (0: all of them), so that a
-  // batch's input is still in L2 when the second pass reads it again.
-  std::int64_t rows_per_launch = 0;
+  std::int64_t workspace_bytes = 0;     // split_row partials
   std::string why;                      // one line: why this strategy
 };
 
@@ -73,13 +70,8 @@ using AttributeSource = std::function<KernelAttributes(int variant, bool finaliz
 // duet::Error(unsupported) when nothing fits the device.
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
 
-// The part of a plan that depends on the row count: grid sizes and the
-// workspace, for one launch (split_row: min(rows, rows_per_launch) rows).
+// The part of a plan that depends on the row count: grid sizes.
 void set_grid(Plan& plan, std::int64_t rows);
-
-// Bytes of input a split_row launch pair takes at most: a third of the L2,
-// or DUET_SPLIT_BATCH_MB (0: no batching). 0 without an L2.
-std::int64_t split_batch_bytes(const DeviceProps& dev);
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 
