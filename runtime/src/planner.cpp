@@ -79,7 +79,7 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
 
 }  // namespace
 
-void set_grid(Plan& p, std::int64_t rows) {
+Grid grid_for(const Plan& p, std::int64_t rows) {
   // rows x chunks (the work) and its 8-byte partials must stay below 2^63.
   require(rows >= 0 && rows <= (std::int64_t(1) << 59) / std::max(p.chunks_per_row, 1), Status::invalid_argument,
           "set_grid: rows out of range: " + std::to_string(rows));
@@ -107,11 +107,20 @@ void set_grid(Plan& p, std::int64_t rows) {
   std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
   if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
-  p.geometry = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
+  Grid g;
+  g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
   if (p.kernel.strategy == Strategy::split_row) {
-    p.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
-    p.finalize_geometry = {p.geometry.grid, p.launch.threads_per_block, 0};
+    g.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
+    g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
   }
+  return g;
+}
+
+void set_grid(Plan& p, std::int64_t rows) {
+  const Grid g = grid_for(p, rows);
+  p.geometry = g.main;
+  p.finalize_geometry = g.finalize;
+  p.workspace_bytes = g.workspace_bytes;
 }
 
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {

@@ -54,34 +54,42 @@ void check_pointer_on(const Device& dev, const void* p, const char* what) {
 
 // Returns false for an empty call (nothing to do).
 bool validate(const Device& dev, const SoftmaxCall& c) {
-  require(c.rows >= 0 && c.cols >= 0, Status::invalid_argument,
-          "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols));
-  require(c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16, Status::invalid_argument,
-          "unsupported dtype code " + std::to_string(static_cast<int>(c.dtype)));
-  require(c.op == Op::softmax || c.op == Op::log_softmax, Status::invalid_argument,
-          "unsupported op code " + std::to_string(static_cast<int>(c.op)));
+  // Messages are built only for a failing check (lambdas): this runs on
+  // every call.
+  constexpr Status bad = Status::invalid_argument;
+  require(c.rows >= 0 && c.cols >= 0, bad, [&] {
+    return "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols);
+  });
+  require(c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16, bad,
+          [&] { return "unsupported dtype code " + std::to_string(static_cast<int>(c.dtype)); });
+  require(c.op == Op::softmax || c.op == Op::log_softmax, bad,
+          [&] { return "unsupported op code " + std::to_string(static_cast<int>(c.op)); });
   if (c.rows == 0 || c.cols == 0) return false;
-  require(c.cols < (std::int64_t(1) << 31), Status::invalid_argument,
-          "cols must be below 2^31, got " + std::to_string(c.cols));
+  require(c.cols < (std::int64_t(1) << 31), bad,
+          [&] { return "cols must be below 2^31, got " + std::to_string(c.cols); });
   const char* x_name = c.backward ? "y" : "x";
   const char* out_name = c.backward ? "dx" : "y";
-  require(c.x != nullptr, Status::invalid_argument, std::string(x_name) + " is a null pointer");
-  require(c.out != nullptr, Status::invalid_argument, std::string(out_name) + " is a null pointer");
-  require(!c.backward || c.dy != nullptr, Status::invalid_argument, "dy is a null pointer");
-  require(c.x_stride >= c.cols, Status::invalid_argument,
-          std::string(x_name) + " row stride " + std::to_string(c.x_stride) + " is smaller than cols " + std::to_string(c.cols));
-  require(c.out_stride >= c.cols, Status::invalid_argument,
-          std::string(out_name) + " row stride " + std::to_string(c.out_stride) + " is smaller than cols " +
-              std::to_string(c.cols));
-  require(!c.backward || c.dy_stride >= c.cols, Status::invalid_argument,
-          "dy row stride " + std::to_string(c.dy_stride) + " is smaller than cols " + std::to_string(c.cols));
+  require(c.x != nullptr, bad, [&] { return std::string(x_name) + " is a null pointer"; });
+  require(c.out != nullptr, bad, [&] { return std::string(out_name) + " is a null pointer"; });
+  require(!c.backward || c.dy != nullptr, bad, [&] { return std::string("dy is a null pointer"); });
+  auto check_stride = [&](std::int64_t stride, const char* name) {
+    require(stride >= c.cols, bad, [&] {
+      return std::string(name) + " row stride " + std::to_string(stride) + " is smaller than cols " +
+             std::to_string(c.cols);
+    });
+  };
+  check_stride(c.x_stride, x_name);
+  check_stride(c.out_stride, out_name);
+  if (c.backward) check_stride(c.dy_stride, "dy");
   const int elem = dtype_size(c.dtype);
   const Span out = span_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
   auto check_alias = [&](const void* in, std::int64_t stride, const char* in_name) {
     const Span s = span_of(in, c.rows, c.cols, stride, elem, in_name);
     const bool in_place = in == c.out && stride == c.out_stride;
-    require(in_place || !overlaps(s, out), Status::invalid_argument,
-            std::string(in_name) + " and " + out_name + " overlap without being exactly in place (same pointer, same stride)");
+    require(in_place || !overlaps(s, out), bad, [&] {
+      return std::string(in_name) + " and " + out_name +
+             " overlap without being exactly in place (same pointer, same stride)";
+    });
   };
   check_alias(c.x, c.x_stride, x_name);
   if (c.backward) check_alias(c.dy, c.dy_stride, "dy");
@@ -124,10 +132,11 @@ std::string cluster_setting() {
   return setting;
 }
 
-Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
+// The cached plan for a call's shape class (entries are never erased, so
+// the reference stays valid); its grid is for the rows it was planned with.
+const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
   const bool vec = vector_ok(c);
   const PlanKey key{dev.backend(), dev.ordinal(), c.dtype, c.backward, vec, c.cols};
-  Plan plan;
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
@@ -163,10 +172,8 @@ Plan cached_plan(const Device& dev, const SoftmaxCall& c) {
                  fresh.geometry.dynamic_smem, fresh.why);
       it = g_plans.emplace(key, std::move(fresh)).first;
     }
-    plan = it->second;
+    return it->second;
   }
-  set_grid(plan, c.rows);
-  return plan;
 }
 
 // Grow-only workspace per (device, stream). split_row's two kernels must
@@ -213,12 +220,15 @@ Workspaces& workspaces() {
 
 Plan plan_for(const Device& dev, const SoftmaxCall& call) {
   if (!validate(dev, call)) throw Error(Status::invalid_argument, "empty call: rows or cols is 0, nothing to plan");
-  return cached_plan(dev, call);
+  Plan plan = cached_plan(dev, call);
+  set_grid(plan, call.rows);
+  return plan;
 }
 
 void run(const Device& dev, const SoftmaxCall& c) {
   if (!validate(dev, c)) return;
-  Plan plan = cached_plan(dev, c);
+  const Plan& plan = cached_plan(dev, c);
+  const Grid grid = grid_for(plan, c.rows);
   SoftmaxArgs a{};
   a.x = c.x;
   a.dy = c.dy;
@@ -233,12 +243,12 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
   Workspaces::Lease workspace;
-  if (plan.workspace_bytes > 0) {
-    workspace = workspaces().get(dev, c.stream, plan.workspace_bytes);
+  if (grid.workspace_bytes > 0) {
+    workspace = workspaces().get(dev, c.stream, grid.workspace_bytes);
     a.partials = static_cast<float*>(workspace.buffer->data());
   }
   detail::backend(dev.backend())
-      .launch_softmax(dev.ordinal(), plan.variant, a, plan.geometry, plan.finalize_geometry, c.stream);
+      .launch_softmax(dev.ordinal(), plan.variant, a, grid.main, grid.finalize, c.stream);
 }
 
 namespace {

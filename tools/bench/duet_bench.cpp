@@ -152,6 +152,24 @@ int main(int argc, char** argv) {
     std::printf("device %s: %s (%s), %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (read + write)\n", dev.label().c_str(),
                 props.name.c_str(), props.arch.c_str(), props.sm_count, props.l2_bytes / 1e6, copy_gbps);
 
+    // Host time of one call (checks, plan lookup, launch) on a 4 x 1024
+    // float32 problem: what a caller's thread pays per launch, and what
+    // bounds the small hot shapes of the tutorial sweep.
+    double host_us_per_call = 0;
+    {
+      constexpr int calls = 2000;
+      duet::Buffer x(dev, 4 * 1024 * 4), y(dev, 4 * 1024 * 4);
+      x.fill(0);
+      duet::softmax(dev, duet::DType::f32, 4, 1024, x.data(), 1024, y.data(), 1024);
+      duet::synchronize(dev);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i) duet::softmax(dev, duet::DType::f32, 4, 1024, x.data(), 1024, y.data(), 1024);
+      const auto t1 = std::chrono::steady_clock::now();
+      duet::synchronize(dev);
+      host_us_per_call = std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
+    }
+    std::printf("host time per call (4 x 1024 f32): %.2f us\n", host_us_per_call);
+
     json results = json::array();
     std::vector<std::string> csv{"op,dtype,rows,cols,variant,median_ms,min_ms,max_ms,gbps,ratio,check_error"};
     Progress progress(cols_list.size() * dtypes.size() * ops_list.size());
@@ -257,6 +275,7 @@ int main(int argc, char** argv) {
                             {"l2_bytes", props.l2_bytes}, {"driver_version", props.driver_version},
                             {"runtime_version", props.runtime_version}}},
                 {"copy_gbps", copy_gbps},
+                {"host_us_per_call", host_us_per_call},
                 {"warmup", warmup},
                 {"repeats", repeats},
                 {"batch", batch},

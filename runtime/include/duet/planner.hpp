@@ -70,7 +70,14 @@ using AttributeSource = std::function<KernelAttributes(int variant, bool finaliz
 // duet::Error(unsupported) when nothing fits the device.
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
 
-// The part of a plan that depends on the row count: grid sizes.
+// The part of a plan that depends on the row count: grid sizes and the
+// workspace. grid_for computes it; set_grid stores it in the plan.
+struct Grid {
+  LaunchGeometry main;
+  LaunchGeometry finalize;  // split_row's second kernel
+  std::int64_t workspace_bytes = 0;
+};
+Grid grid_for(const Plan& plan, std::int64_t rows);
 void set_grid(Plan& plan, std::int64_t rows);
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b);
