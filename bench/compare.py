@@ -119,11 +119,7 @@ def main():
                 sys.exit(1)
             moved = 2 * m * n * esize
             # Both allocate their output through torch's caching allocator,
-            # which hands the same block back call after call: writing into
-            # the output the last call left in L2 saves DRAM traffic, so
-            # duet writing into rotating preallocated outputs (as before
-            # 1a8bcaf) trailed torch by 1-2% at f32 N = 128/256 where ncu
-            # timed duet's kernel 0.7% faster (bench/NOTES.md, v14).
+            # as a caller of either would.
             t_duet = time_ms(lambda i: duet.softmax(xs[i]), sets)
             t_torch = time_ms(lambda i: torch.softmax(xs[i], -1), sets)
             row = {"dtype": dt_name, "M": m, "N": n, "duet_GBps": moved / t_duet / 1e6,
