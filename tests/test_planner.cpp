@@ -32,7 +32,12 @@ TEST_CASE("every recorded report covers every catalogue kernel") {
     d.family = backend == "cuda" ? "" : amd_family(target);
     for (int v = 0; v < kVariantCount; ++v) {
       const KernelAttributes a = recorded_kernel_attributes(d, v, false);
-      CHECK(a.regs_per_thread > 0);
+      // cluster_row compiles to an empty body where there are no clusters
+      // (HIP): recorded, never planned there (DeviceProps::cluster_launch).
+      if (kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::cluster_row && backend == "hip")
+        CHECK(a.regs_per_thread == 0);
+      else
+        CHECK(a.regs_per_thread > 0);
       if (backend == "cuda") CHECK(a.local_bytes_per_thread == 0);  // no NVIDIA kernel spills (ptxas -v)
       if (kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::split_row)
         CHECK(recorded_kernel_attributes(d, v, true).regs_per_thread > 0);
@@ -122,7 +127,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
         Strategy::cluster_row);
   const DeviceProps a100 = device_file("a100_sxm.json");
   CHECK_FALSE(a100.cluster_launch);
-  if (!recorded_target_for(a100).empty()) CHECK(plan(a100, 65536).kernel.strategy == Strategy::block_row_smem);
+  if (!recorded_target_for(a100).empty()) CHECK(plan(a100, 65536).kernel.strategy != Strategy::cluster_row);
   const DeviceProps mi300x = device_file("mi300x.json");
   CHECK_FALSE(mi300x.cluster_launch);
   if (!recorded_target_for(mi300x).empty()) CHECK(plan(mi300x, 65536).kernel.strategy != Strategy::cluster_row);
