@@ -13,6 +13,8 @@
 // row gives NaN (inf - inf); a row that is all -inf gives NaN (0/0).
 #pragma once
 
+#include <type_traits>
+
 #include "softmax_args.hpp"
 #include "softmax_variants.hpp"
 #include "vendor.h"
@@ -304,23 +306,25 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
     load_strided<VPT, BWD>(xr, gr, tid, nt, nvec, x, g);
     // Spilled part (block_row_smem only): SPILL_BATCH loads in flight before the shared stores
     // (two for backward, which carries two tensors, to stay off local memory).
+    // The staging copies move 16-byte packs as one native vector
+    // (DUET_RAW16): copied as Pack structs (a memcpy each), the staging
+    // arrays stayed in scratch on every AMD target (80 bytes a lane,
+    // -Rpass-analysis=kernel-resource-usage).
     constexpr int SPILL_BATCH = BWD ? 2 : 4;
+    using S = std::conditional_t<sizeof(P) == 16, DUET_RAW16, P>;
+    const std::int64_t spill_slots_end = reg_vecs + std::int64_t(spill) * nt;
+    const std::int64_t spill_end = nvec < spill_slots_end ? nvec : spill_slots_end;
+    const S* xs = reinterpret_cast<const S*>(xr);
+    const S* gs = reinterpret_cast<const S*>(gr);
     for (int k0 = 0; k0 < spill; k0 += SPILL_BATCH) {
-      P t[SPILL_BATCH];
-      P u[BWD ? SPILL_BATCH : 1];
-#pragma unroll
-      for (int k = 0; k < SPILL_BATCH; ++k) {
-        const std::int64_t vi = reg_vecs + std::int64_t(k0 + k) * nt + tid;
-        if (k0 + k < spill && vi < nvec) {
-          t[k] = xr[vi];
-          if constexpr (BWD) u[k] = gr[vi];
-        }
-      }
+      S t[SPILL_BATCH];
+      S u[BWD ? SPILL_BATCH : 1];
+      load_strided<SPILL_BATCH, BWD, S>(xs, gs, reg_vecs + std::int64_t(k0) * nt + tid, nt, spill_end, t, u);
 #pragma unroll
       for (int k = 0; k < SPILL_BATCH; ++k)
         if (k0 + k < spill) {
-          spill_x[std::int64_t(k0 + k) * nt + tid] = t[k];
-          if constexpr (BWD) spill_g[std::int64_t(k0 + k) * nt + tid] = u[k];
+          reinterpret_cast<S*>(spill_x)[std::int64_t(k0 + k) * nt + tid] = t[k];
+          if constexpr (BWD) reinterpret_cast<S*>(spill_g)[std::int64_t(k0 + k) * nt + tid] = u[k];
         }
     }
     auto reg_valid = [&](int j) { return std::int64_t(j) * nt + tid < nvec; };

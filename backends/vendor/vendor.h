@@ -96,6 +96,11 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
 #define DUET_DEVICE_CLUSTERS 0
+// 16 bytes as one native vector register value: clang keeps arrays of these
+// in registers where arrays of 16-byte structs (copied by memcpy) went to
+// scratch (block_row_smem's staging, kernels/softmax_kernels.cuh).
+typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
+#define DUET_RAW16 duet_raw16_t
 
 #else  // ------------------------------------------------------------ CUDA
 #include <cuda_runtime.h>
@@ -142,6 +147,7 @@ inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block
   return cudaOccupancyMaxActiveClusters(clusters, fn, &config);
 }
 }  // namespace duet::vendor
+#define DUET_RAW16 uint4
 // Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
 // "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
 #define DUET_DEVICE_WARP_SIZE 32
