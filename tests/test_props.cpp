@@ -41,6 +41,10 @@ TEST_CASE("every shipped property file loads and round-trips") {
     CHECK(b.smem_per_block_optin == a.smem_per_block_optin);
     CHECK(b.l2_bytes == a.l2_bytes);
     CHECK(b.register_pool == a.register_pool);
+    CHECK(b.cluster_launch == a.cluster_launch);
+    // Thread-block clusters: NVIDIA compute capability 9.0+ only (the files
+    // do not say; the default follows the CUDA C Programming Guide).
+    CHECK(a.cluster_launch == (a.vendor == Vendor::nvidia && a.cc_major >= 9));
     CHECK(props_to_json(b) == props_to_json(a));
     // Every value must name its source.
     const auto doc = nlohmann::json::parse(read(entry.path()));
@@ -99,6 +103,7 @@ TEST_CASE("hostile property files give one clear error") {
       {good + std::string(1, '\0') + "garbage", "NUL"},
       {"1e400", "not valid JSON"},
       {mutate([](auto& p) { p["sm_count"] = 1.5; }), "sm_count"},
+      {mutate([](auto& p) { p["cluster_launch"] = "yes"; }), "cluster_launch"},
   };
   for (const auto& c : cases) {
     INFO(c.text.substr(0, 80));

@@ -54,6 +54,7 @@ TEST_CASE("hipDeviceProp_t of an MI300X maps onto DeviceProps (ROCm 7 attributes
   CHECK(d.smem_per_sm == 65536);
   CHECK(d.max_blocks_per_sm == 32);
   CHECK(d.cooperative_launch);
+  CHECK_FALSE(d.cluster_launch);  // no thread-block clusters on AMD
   CHECK(d.peak_bandwidth_gbps() == doctest::Approx(2.0 * 2.6e6 * 1e3 * 1024 / 1e9));
 }
 
@@ -91,6 +92,7 @@ TEST_CASE("cudaDeviceProp of an H200 maps onto DeviceProps") {
   p.memoryBusWidth = 6016;
   DUET_NS::DeviceAttributeValues a;
   a.memory_clock_khz = 3201000;
+  a.cluster_launch = 1;  // cudaDevAttrClusterLaunch
   const DeviceProps d = DUET_NS::map_device_props(p, a, 0, 13000, 13000);
   CHECK(d.vendor == Vendor::nvidia);
   CHECK(d.backend == BackendKind::cuda);
@@ -106,6 +108,10 @@ TEST_CASE("cudaDeviceProp of an H200 maps onto DeviceProps") {
   // 2 x 3.201 GHz x 752 bytes = 4814 GB/s, the H200 datasheet's 4.8 TB/s.
   CHECK(d.peak_bandwidth_gbps() == doctest::Approx(4814.3).epsilon(0.001));
   CHECK(d.driver_version == 13000);
+  CHECK(d.cluster_launch);
+  // A failed attribute query (-1) means no clusters, not a guess.
+  DUET_NS::DeviceAttributeValues failed;
+  CHECK_FALSE(DUET_NS::map_device_props(p, failed, 0, 13000, 13000).cluster_launch);
 }
 #endif
 
