@@ -6,7 +6,7 @@
 // Device values: what hipGetDeviceProperties reports, except
 // max_blocks_per_sm, for which HIP reports maxThreadsPerCU/maxWorkGroupSize
 // (= 2); the fixtures use 32, the CU's wave slots, which never caps below the
-// wave limit. RDNA values are per CU, with LDS given per WGP (128 KiB).
+// wave limit. RDNA values are per WGP, the unit HIP reports on gfx10+.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -39,11 +39,12 @@ DeviceProps mi100() {
   return amd_gpu("AMD Instinct MI100", "gfx908:sramecc+:xnack-", 120, 64, 65536,
                  duet::RegisterPoolReport::arch_vgprs_only, 65536);
 }
-// RX 7900 XTX: gfx1100, 96 CUs (48 WGPs), wave32. Registers per CU:
-// 1536 VGPRs x 2 SIMD32 x 32 lanes = 98304. LDS 128 KiB per WGP.
+// RX 7900 XTX: gfx1100, 48 WGPs (96 CUs), wave32, as HIP reports it
+// (tools/deviceinfo/devices/rx7900xtx.json): registers per WGP 1536 VGPRs x
+// 4 SIMD32 x 32 lanes = 196608, 64 KiB of LDS, 2048 threads.
 DeviceProps rx7900xtx() {
-  return amd_gpu("AMD Radeon RX 7900 XTX", "gfx1100", 96, 32, 98304,
-                 duet::RegisterPoolReport::not_applicable, 131072);
+  return amd_gpu("AMD Radeon RX 7900 XTX", "gfx1100", 48, 32, 196608,
+                 duet::RegisterPoolReport::not_applicable, 65536);
 }
 
 KernelAttributes kernel(int vgprs, int agprs = 0, int sgprs = 0, std::int64_t lds = 0) {
@@ -157,46 +158,50 @@ TEST_CASE("occupancy/amd exact: MI100 (gfx908), separate AccVGPR file, 4-registe
 
 TEST_CASE("occupancy/amd exact: RX 7900 XTX (gfx1100), wave32 and wave64") {
   // gfx1100 has 1.5x VGPRs: 1536 per SIMD lane in wave32, granule 24.
-  // 100 VGPRs -> align 24 = 120; 1536/120 = 12 waves per SIMD (cap 16) x 2
-  // SIMD32 per CU = 24 waves; 256 threads = 8 waves -> 24/8 = 3 blocks.
-  // Wave slots min(2x16, 2048/32) = 32 -> 4. LDS: min(131072 per WGP,
-  // 65536 per work-group = one CU's share) / 16384 = 4.
+  // 100 VGPRs -> align 24 = 120; 1536/120 = 12 waves per SIMD (cap 16) x 4
+  // SIMD32 per WGP = 48 waves; 256 threads = 8 waves -> 48/8 = 6 blocks.
+  // Wave slots min(4x16, 2048/32) = 64 -> 8. LDS: 65536 per WGP / 16384 = 4.
   const auto o = duet::amd_exact_occupancy(rx7900xtx(), kernel(100, 0, 0, 16384), LaunchShape{256, 0});
-  CHECK(o.blocks_per_sm == 3);
-  CHECK(o.limiter == Limiter::registers);
-  CHECK(o.by_warps == 4);
+  CHECK(o.blocks_per_sm == 4);
+  CHECK(o.limiter == Limiter::shared_memory);
+  CHECK(o.by_registers == 6);
+  CHECK(o.by_warps == 8);
   CHECK(o.by_shared_memory == 4);
+  // Without LDS, registers limit: 6 blocks of 8 waves a WGP, 288 on the device.
+  const auto regs = duet::amd_exact_occupancy(rx7900xtx(), kernel(100), LaunchShape{256, 0});
+  CHECK(regs.blocks_per_sm == 6);
+  CHECK(regs.limiter == Limiter::registers);
 
   // SGPRs do not limit on gfx10+.
-  CHECK(duet::amd_exact_occupancy(rx7900xtx(), kernel(100, 0, 106, 16384), LaunchShape{256, 0})
-            .blocks_per_sm == 3);
+  CHECK(duet::amd_exact_occupancy(rx7900xtx(), kernel(100, 0, 106), LaunchShape{256, 0}).blocks_per_sm == 6);
 
   // wave64 on RDNA halves the pool and the granule: 768 / 12.
-  // 100 -> align 12 = 108; 768/108 = 7 waves per SIMD x 2 = 14 waves;
-  // 256 threads = 4 waves -> 14/4 = 3.
+  // 100 -> align 12 = 108; 768/108 = 7 waves per SIMD x 4 = 28 waves;
+  // 256 threads = 4 waves -> 28/4 = 7.
   DeviceProps w64 = rx7900xtx();
   w64.warp_size = 64;
   const auto o64 = duet::amd_exact_occupancy(w64, kernel(100), LaunchShape{256, 0});
-  CHECK(o64.blocks_per_sm == 3);
-  CHECK(o64.by_warps == 8);  // min(2x16, 2048/64) = 32 waves / 4
+  CHECK(o64.blocks_per_sm == 7);
+  CHECK(o64.by_warps == 8);  // min(4x16, 2048/64) = 32 waves / 4
 }
 
 TEST_CASE("occupancy/amd exact: other RDNA register files") {
   // gfx1030 (RDNA2): 1024 per lane, granule 16. 100 -> 112; 1024/112 = 9
-  // waves per SIMD x 2 = 18 waves; 128 threads = 4 waves -> 4 blocks.
+  // waves per SIMD x 4 = 36 waves; 128 threads = 4 waves -> 9 blocks.
   DeviceProps d = rx7900xtx();
   d.arch = "gfx1030";
-  CHECK(duet::amd_exact_occupancy(d, kernel(100), LaunchShape{128, 0}).blocks_per_sm == 4);
-  // gfx1010 (RDNA1): granule 8. 100 -> 104; 1024/104 = 9 -> same 4 blocks;
-  // 60 VGPRs -> 64; 1024/64 = 16 -> 32 waves -> 8 blocks of 4 waves.
+  CHECK(duet::amd_exact_occupancy(d, kernel(100), LaunchShape{128, 0}).blocks_per_sm == 9);
+  // gfx1010 (RDNA1): granule 8. 100 -> 104; 1024/104 = 9 -> same 9 blocks;
+  // 60 VGPRs -> 64; 1024/64 = 16 -> 64 waves -> 16 blocks of 4 waves, also
+  // the wave slots' limit (min(4x16, 2048/32) = 64).
   d.arch = "gfx1010";
-  CHECK(duet::amd_exact_occupancy(d, kernel(60), LaunchShape{128, 0}).blocks_per_sm == 8);
-  // gfx1030 with 60 VGPRs -> 64; 1024/64 = 16 -> 8 blocks as well, but 70 ->
-  // 80; 1024/80 = 12 -> 24 waves -> 6 blocks (gfx1010: 72 -> 14 -> 7).
+  CHECK(duet::amd_exact_occupancy(d, kernel(60), LaunchShape{128, 0}).blocks_per_sm == 16);
+  // gfx1030 with 70 VGPRs -> 80; 1024/80 = 12 -> 48 waves -> 12 blocks
+  // (gfx1010: 72 -> 14 -> 56 waves -> 14).
   d.arch = "gfx1030";
-  CHECK(duet::amd_exact_occupancy(d, kernel(70), LaunchShape{128, 0}).blocks_per_sm == 6);
+  CHECK(duet::amd_exact_occupancy(d, kernel(70), LaunchShape{128, 0}).blocks_per_sm == 12);
   d.arch = "gfx1010";
-  CHECK(duet::amd_exact_occupancy(d, kernel(70), LaunchShape{128, 0}).blocks_per_sm == 7);
+  CHECK(duet::amd_exact_occupancy(d, kernel(70), LaunchShape{128, 0}).blocks_per_sm == 14);
 }
 
 TEST_CASE("occupancy/amd exact: inputs HIP cannot run are rejected") {
@@ -274,11 +279,11 @@ TEST_CASE("occupancy/amd tutorial: MI300X, doubled 65536 and undoubled 131072 ag
 }
 
 TEST_CASE("occupancy/amd tutorial: RDNA uses the reported pool as is") {
-  // RX 7900 XTX: NUM_GPRS = 98304 (no doubling); 98304 // 32 // 100 = 30
-  // waves; max_num_waves = 2048 // 32 = 64; min(30, 64) // 8 = 3;
-  // LDS cap 131072 // 16384 = 8 -> 3.
-  const auto o = duet::tutorial_occupancy(rx7900xtx(), kernel(100, 0, 0, 16384), LaunchShape{256, 0});
-  CHECK(o.blocks_per_sm == 3);
+  // RX 7900 XTX: NUM_GPRS = 196608 (no doubling); 196608 // 32 // 100 = 61
+  // waves; max_num_waves = 2048 // 32 = 64; min(61, 64) // 8 = 7;
+  // LDS cap 65536 // 8192 = 8 -> 7.
+  const auto o = duet::tutorial_occupancy(rx7900xtx(), kernel(100, 0, 0, 8192), LaunchShape{256, 0});
+  CHECK(o.blocks_per_sm == 7);
   CHECK(o.limiter == Limiter::registers);
   CHECK(o.note.find("non-CDNA") != std::string::npos);
 }

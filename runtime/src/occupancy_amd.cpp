@@ -1,5 +1,6 @@
-// AMD exact occupancy: work-groups (blocks) of one kernel resident on one CU,
-// computed the way the HIP runtime computes
+// AMD exact occupancy: work-groups (blocks) of one kernel resident on one of
+// the units HIP counts in multiProcessorCount (a CU on gfx9, a WGP on gfx10+
+// in the default WGP mode), computed the way the HIP runtime computes
 // hipOccupancyMaxActiveBlocksPerMultiprocessor
 // (ROCm clr, hipamd/src/hip_platform.cpp,
 // ihipOccupancyMaxActiveBlocksPerMultiprocessor), with the per-ISA register
@@ -29,23 +30,23 @@
 //   waves per SIMD   at most 8 on gfx9 ("limited by SPI 32 per CU, hence 8 per
 //                    SIMD": HIP applies it to gfx908 too, although LLVM lists 10
 //                    there), 16 on gfx10+
-//   SIMDs per CU     4 on gfx9 (CDNA/GCN); 2 SIMD32 per CU on gfx10+ (RDNA)
+//   SIMDs per unit   4: a gfx9 CU (CDNA/GCN); a gfx10+ WGP, two CUs of two
+//                    SIMD32 each (clr doubles HSA's SIMDs per CU in WGP mode,
+//                    rocdevice.cpp populateOCLDeviceConstants)
 //   blocks by regs   = SIMDs x min(VGPR waves, SGPR waves) / Wb
 //   blocks by waves  = min(SIMDs x max waves per SIMD, max_threads_per_sm / wave) / Wb
 //   blocks by LDS    = LDS pool / (static + dynamic LDS), unlimited when 0; the
 //                    pool is HIP's localMemSize_, the per-work-group LDS limit
 //                    (64 KiB): min(dev.smem_per_sm, per-block limit). On CDNA that
-//                    is the CU's whole LDS; on RDNA the WGP's 128 KiB is shared by
-//                    its two CUs, so it is one CU's share. HIP does not round LDS
+//                    is the CU's whole LDS; on RDNA HIP counts 64 KiB per WGP
+//                    (whose hardware holds 128 KiB). HIP does not round LDS
 //                    to the hardware's 512 B allocation granule, nor do we.
 //   blocks by slots  = dev.max_blocks_per_sm (HIP itself applies no such cap)
 //   result           = min of the four.
 //
-// What we model on RDNA: one CU of dev.sm_count (2 SIMD32). HIP compiles
-// gfx10+ kernels in WGP mode and counts 4 SIMDs per WGP against WGPs; per CU
-// the register/wave limits are half of that (up to rounding when a block's
-// waves do not split evenly over two CUs), and LDS-bound blocks get 64 KiB per
-// CU where HIP gives 64 KiB per WGP.
+// On RDNA this counts what HIP counts: 4 SIMD32 per WGP against the WGPs
+// hipGetDeviceProperties reports (RX 7900 XTX: 48, of 96 CUs), so
+// SMs x blocks per SM is the device's total.
 //
 // A block larger than the device allows makes HIP return 0 blocks; here it
 // is invalid_argument (validated before any arithmetic). A kernel whose
@@ -80,7 +81,7 @@ struct AmdArch {
   std::int64_t vgprs_per_simd = 0;  // per lane, for the wave size in use
   std::int64_t vgpr_granule = 0;
   std::int64_t sgprs_per_simd = 0;  // 0: SGPRs do not limit
-  std::int64_t simds_per_cu = 0;
+  std::int64_t simds_per_unit = 0;
   std::int64_t max_waves_per_simd = 0;
 };
 
@@ -147,7 +148,7 @@ AmdArch amd_arch(const DeviceProps& dev) {
     a.vgpr_granule /= 2;
   }
   a.sgprs_per_simd = a.major <= 9 ? 800 : 0;
-  a.simds_per_cu = a.major <= 9 ? 4 : 2;
+  a.simds_per_unit = 4;  // gfx9 CU, or gfx10+ WGP (2 CUs x 2 SIMD32)
   a.max_waves_per_simd = a.major <= 9 ? 8 : 16;
   return a;
 }
@@ -165,7 +166,7 @@ Occupancy amd_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
   const std::int64_t wave = dev.warp_size;
   const std::int64_t Wb = ceil_div(launch.threads_per_block, wave);
   std::string note = "exact/AMD " + a.name + " wave" + s(wave) + ": " + s(Wb) +
-                     " waves per block, " + s(a.simds_per_cu) + " SIMDs per CU";
+                     " waves per block, " + s(a.simds_per_unit) + (a.major <= 9 ? " SIMDs per CU" : " SIMD32 per WGP");
 
   // VGPRs (arch + AccVGPRs).
   const std::int64_t v = k.regs_per_thread, ag = k.agprs_per_thread;
@@ -193,13 +194,13 @@ Occupancy amd_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
     gpr_waves = std::min(gpr_waves, sgpr_waves);
   }
   Limit regs;
-  if (gpr_waves != kUnlimited) regs.value = a.simds_per_cu * gpr_waves / Wb;
+  if (gpr_waves != kUnlimited) regs.value = a.simds_per_unit * gpr_waves / Wb;
 
   // Wave slots: per-SIMD maximum, and the CU's thread limit as reported.
   const std::int64_t slot_waves =
-      std::min(a.simds_per_cu * a.max_waves_per_simd, dev.max_threads_per_sm / wave);
+      std::min(a.simds_per_unit * a.max_waves_per_simd, dev.max_threads_per_sm / wave);
   const Limit warps{slot_waves / Wb};
-  note += "; wave slots min(" + s(a.simds_per_cu) + "x" + s(a.max_waves_per_simd) + ", " +
+  note += "; wave slots min(" + s(a.simds_per_unit) + "x" + s(a.max_waves_per_simd) + ", " +
           s(dev.max_threads_per_sm) + "/" + s(wave) + ") = " + s(slot_waves);
 
   // LDS.

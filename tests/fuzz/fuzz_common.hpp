@@ -123,10 +123,16 @@ inline void check_error(const duet::Error& e) {
   FUZZ_CHECK(std::string_view(e.what()).size() > 0, "empty error message");
 }
 
-// A generous bound on the VGPR lanes x registers one AMD CU holds: 4 SIMDs x
-// 512 (gfx8/gfx9, "gfx9xx"), 2 SIMD32 x 1536 (gfx10+, "gfx1xxx").
+// A generous bound on the VGPR lanes x registers one unit HIP counts holds:
+// a gfx8/gfx9 CU ("gfx9xx"), 4 SIMDs x 512; a gfx10+ WGP ("gfx1xxx"),
+// 4 SIMD32 x 1536.
 inline std::int64_t amd_vgpr_budget(const DeviceProps& d) {
-  return duet::amd_base_arch(d.arch).size() == 6 ? 4 * 512 : 2 * 1536;
+  return duet::amd_base_arch(d.arch).size() == 6 ? 4 * 512 : 4 * 1536;
+}
+// Wave slots of that unit: 32 on a gfx8/gfx9 CU (4 SIMDs x 8), 64 on a
+// gfx10+ WGP (4 SIMD32 x 16).
+inline std::int64_t amd_wave_slots(const DeviceProps& d) {
+  return duet::amd_base_arch(d.arch).size() == 6 ? 32 : 64;
 }
 
 // exact_occupancy / nvidia_exact_occupancy / amd_exact_occupancy: the result
@@ -170,8 +176,8 @@ inline void check_exact(const DeviceProps& d, const KernelAttributes& k, const L
     // carve-out any supported SM offers (228 KiB).
     FUZZ_CHECK(b * (smem + d.smem_reserved_per_block) <= 228 * 1024, ctx);
   } else {
-    // AMD. Wave slots: at most 32 waves per CU on every gfx8..gfx12 part.
-    FUZZ_CHECK(b * waves <= 32, ctx);
+    // AMD. Wave slots: 32 per CU on gfx8/gfx9, 64 per WGP on gfx10+.
+    FUZZ_CHECK(b * waves <= amd_wave_slots(d), ctx);
     // Block slots: the reported cap, or wave slots where HIP derived it.
     FUZZ_CHECK(b <= std::max<std::int64_t>(d.max_blocks_per_sm, d.max_threads_per_sm / warp), ctx);
     // VGPRs (arch + AccVGPRs) of the resident waves fit the CU's files.
