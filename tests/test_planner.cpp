@@ -23,7 +23,10 @@ AttributeSource recorded(const DeviceProps& d) {
 
 TEST_CASE("every recorded report covers every catalogue kernel") {
   const auto targets = recorded_targets();
-  for (const auto& [backend, target] : targets) {
+  for (const auto& recorded_target : targets) {
+    // Named copies, not structured bindings: INFO captures them in a lambda,
+    // which clang before 16 refuses for bindings.
+    const std::string backend = recorded_target.first, target = recorded_target.second;
     INFO(backend, " ", target);
     DeviceProps d;
     d.backend = backend == "cuda" ? BackendKind::cuda : BackendKind::hip;
