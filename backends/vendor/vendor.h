@@ -111,39 +111,36 @@ typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 namespace duet::vendor {
 inline constexpr const char* kName = "cuda";
 inline auto memory_type(const cudaPointerAttributes& a) { return a.type; }
-// A launch whose blocks form 1-D clusters of `cluster` blocks (CUDA 12+,
-// sm_90+: CUDA C Programming Guide, "Thread Block Clusters"; the cluster size
-// is a launch attribute so one kernel serves every size).
-template <class... Args>
-cudaError_t launch_cluster(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                           unsigned cluster, Args... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+// Launch configuration whose blocks form 1-D clusters of `cluster` blocks
+// (CUDA 12+, sm_90+: CUDA C Programming Guide, "Thread Block Clusters"; the
+// cluster size is a launch attribute so one kernel serves every size).
+// `attr` must outlive the configuration.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster,
+                                         cudaLaunchAttribute& attr) {
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attr;
+  config.attrs = &attr;
   config.numAttrs = 1;
+  return config;
+}
+template <class... Args>
+cudaError_t launch_cluster(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                           unsigned cluster, Args... args) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = cluster_config(grid, block, smem, stream, cluster, attr);
   return cudaLaunchKernelEx(&config, fn, args...);
 }
 // Clusters of that shape the device can hold at once (0: none fits).
 inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block, size_t smem, unsigned cluster) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(cluster);
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = cluster_config(dim3(cluster), block, smem, nullptr, cluster, attr);
   return cudaOccupancyMaxActiveClusters(clusters, fn, &config);
 }
 }  // namespace duet::vendor

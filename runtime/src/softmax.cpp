@@ -122,14 +122,26 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
   return it->second;
 }
 
+// The planner's switches for comparison runs (bench/NOTES.md), read once:
 // DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
-// with them wherever they fit (comparison runs, bench/NOTES.md).
-std::string cluster_setting() {
-  static const std::string setting = [] {
-    const char* v = std::getenv("DUET_CLUSTER");
-    return std::string(v == nullptr ? "" : v);
+// with them wherever they fit, DUET_STRATEGY=split_row two passes wherever
+// group_rows does not fit.
+SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
+  static const SoftmaxShape overrides = [] {
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v == nullptr ? "" : v);
+    };
+    SoftmaxShape o;
+    o.allow_clusters = env("DUET_CLUSTER") != "0";
+    o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
+    o.force_split = env("DUET_STRATEGY") == "split_row";
+    return o;
   }();
-  return setting;
+  shape.allow_clusters = overrides.allow_clusters;
+  shape.prefer_clusters = overrides.prefer_clusters;
+  shape.force_split = overrides.force_split;
+  return shape;
 }
 
 // The cached plan for a call's shape class (entries are never erased, so
@@ -141,14 +153,7 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape{c.dtype, c.backward, c.rows, c.cols, vec};
-      shape.allow_clusters = cluster_setting() != "0";
-      shape.prefer_clusters = cluster_setting() == "prefer";
-      static const bool force_split = [] {
-        const char* v = std::getenv("DUET_STRATEGY");
-        return v != nullptr && std::string(v) == "split_row";
-      }();
-      shape.force_split = force_split;
+      SoftmaxShape shape = shape_with_overrides({c.dtype, c.backward, c.rows, c.cols, vec});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       if (fresh.kernel.strategy == Strategy::cluster_row) {
