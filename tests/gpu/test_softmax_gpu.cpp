@@ -47,6 +47,17 @@ void expect_ok(const Case& c, const duet::testing::Outcome& o) {
   CHECK(o.check.ok);
 }
 
+// softmax and log_softmax of the given rows x cols input (f32).
+void expect_ok_both_ops(const Device& dev, std::int64_t rows, std::int64_t cols, const std::vector<float>& x) {
+  for (Op op : {Op::softmax, Op::log_softmax}) {
+    Case c;
+    c.op = op;
+    c.rows = rows;
+    c.cols = cols;
+    expect_ok(c, duet::testing::run_case(dev, c, &x));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every strategy boundary, dtype and direction matches the double reference") {
@@ -127,13 +138,7 @@ TEST_CASE("inf, -inf and NaN propagate as in torch") {
     // the wide rows), then one NaN in it: the slice adds nothing, or NaN.
     for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
     x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
-    for (Op op : {Op::softmax, Op::log_softmax}) {
-      Case c;
-      c.op = op;
-      c.rows = rows;
-      c.cols = cols;
-      expect_ok(c, run_case(dev, c, &x));
-    }
+    expect_ok_both_ops(dev, rows, cols, x);
   }
 }
 
@@ -150,13 +155,7 @@ TEST_CASE("large magnitudes keep their precision") {
       x[static_cast<std::size_t>(2 * cols + i)] = i % 2 ? 1e30f : -1e30f;
       x[static_cast<std::size_t>(3 * cols + i)] = x[static_cast<std::size_t>(3 * cols + i)] * 1e3f;
     }
-    for (Op op : {Op::softmax, Op::log_softmax}) {
-      Case c;
-      c.op = op;
-      c.rows = rows;
-      c.cols = cols;
-      expect_ok(c, run_case(dev, c, &x));
-    }
+    expect_ok_both_ops(dev, rows, cols, x);
   }
 }
 
