@@ -3,11 +3,12 @@
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
 # .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
 # in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
-#   info tests pytest cold ab split tutorial compare   (default: all, in that order)
+#   info tests tests_split pytest cold ab split stream tutorial compare
+#   (default: all, in that order)
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
-STEPS=${STEPS:-info tests pytest cold ab split tutorial compare}
+STEPS=${STEPS:-info tests tests_split pytest cold ab split stream tutorial compare}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export DUET_LIBRARY="$PWD/$B/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
@@ -31,6 +32,16 @@ for step in $STEPS; do
       echo "gpu tests rc $?"; grep -E "differential|holding|ERROR|threw|test cases|assertions" "$OUT/gpu_tests.log" | head -20
       DUET_REQUIRE_GPU=1 DUET_CLUSTER=0 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,inf*" > "$OUT/gpu_tests_no_clusters.log" 2>&1
       echo "without clusters rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_no_clusters.log" | head ;;
+    tests_split)
+      # The wide-row kernels forced wherever group_rows does not fit: split_row
+      # (two kernels), and split_stream with the least slack (second passes
+      # keep waiting on first passes still running).
+      CASES="--test-case=every strategy boundary*,many more rows*,inf*"
+      DUET_REQUIRE_GPU=1 DUET_STRATEGY=split_row timeout 150 "$B/tests/duet_gpu_tests" "$CASES" > "$OUT/gpu_tests_split_row.log" 2>&1
+      echo "split_row rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_split_row.log" | head
+      DUET_REQUIRE_GPU=1 DUET_STRATEGY=split_stream DUET_STREAM_SLACK=1 timeout 150 "$B/tests/duet_gpu_tests" "$CASES" \
+        > "$OUT/gpu_tests_split_stream_tight.log" 2>&1
+      echo "split_stream tight rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_split_stream_tight.log" | head ;;
     pytest)
       DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
       echo "pytest rc $?"; grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest.log" | head -20; tail -2 "$OUT/pytest.log" ;;
@@ -48,6 +59,21 @@ for step in $STEPS; do
       C="--cols 32768 --cols 65536 --cols 131072 --cols 262144"
       DUET_STRATEGY=split_row timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 |
         grep -E "^softmax|copy" | tee "$OUT/bench_split_forced.txt" | cut -c1-110 ;;
+    stream)
+      # Wide rows: the planner's choice, split_stream forced (also where
+      # cluster_row runs), split_row forced; then split_stream's slack.
+      C="--cols 32768 --cols 65536 --cols 131072 --cols 262144 --cols 524288 --cols 1048576"
+      for env in "DUET_STRATEGY=" "DUET_STRATEGY=split_stream" "DUET_STRATEGY=split_row"; do
+        echo "-- $env"; env $env timeout 90 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
+      done | tee "$OUT/bench_stream_ab.txt" | cut -c1-110
+      for slack in ${SLACKS:-66 132 528}; do
+        echo "-- DUET_STREAM_SLACK=$slack"; DUET_STREAM_SLACK=$slack timeout 60 "$B/tools/duet-bench" --dtype f32 --dtype bf16 --cols 262144 --cols 1048576 --no-check 2>&1 |
+          grep -E "^softmax|copy"
+      done | tee "$OUT/bench_stream_slack.txt" | cut -c1-110
+      for env in "DUET_STRATEGY=" "DUET_STRATEGY=split_row"; do
+        echo "-- backward $env"; env $env timeout 60 "$B/tools/duet-bench" --op softmax_backward --dtype f32 --dtype bf16 \
+          --cols 65536 --cols 1048576 --no-check 2>&1 | grep -E "^softmax|copy"
+      done | tee "$OUT/bench_stream_backward.txt" | cut -c1-110 ;;
     tutorial)
       timeout 60 "$B/tools/duet-bench" --sweep tutorial --hot --dtype f32 --commit "$COMMIT" --json "$OUT/bench_tutorial.json" > "$OUT/bench_tutorial.txt" 2>&1
       tail -3 "$OUT/bench_tutorial.txt" ;;

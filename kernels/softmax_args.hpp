@@ -24,7 +24,20 @@ struct SoftmaxArgs {
   int chunks_per_row;
   std::int64_t chunk_elems;
   float* partials;
+  // split_stream: the work queue's counters (a 64-bit ticket counter, then
+  // one count of finished chunks per row; zeroed before each launch) and how
+  // many work items the second pass trails the first by
+  unsigned* counters;
+  std::int64_t lag;
 };
+
+// split_stream's workspace: the counters (a 64-bit ticket counter, then a
+// 32-bit count per row), then the partials at the next 16-byte boundary (a
+// pair per chunk, then a pair per row: the row's result).
+constexpr std::int64_t split_stream_counter_bytes(std::int64_t rows) { return (2 + rows) * 4; }
+constexpr std::int64_t split_stream_partials_offset(std::int64_t rows) {
+  return (split_stream_counter_bytes(rows) + 15) / 16 * 16;
+}
 
 struct LaunchGeometry {
   std::int64_t grid = 0;

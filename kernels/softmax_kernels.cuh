@@ -620,4 +620,256 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
   }
 }
 
+// ---------------------------------------------------------------- split_stream
+// split_row's two passes in one launch, ordered so that the second pass finds
+// its input still in L2. Work item i is chunk i % chunks_per_row of row
+// i / chunks_per_row, as in split_row, and each item is visited twice:
+// pass 1 reduces the chunk to its pair and counts it done for its row; the
+// row's last pass 1 to finish combines the row's pairs into the row's (max,
+// sum) and counts once more; pass 2 waits for that count and writes the chunk.
+// Blocks take visits from a ticket queue in the order
+//   pass 1 of items [0, lag); then pass 1 of item lag + j and pass 2 of item j,
+//   alternately; then pass 2 of the last lag items,
+// so a chunk is read again about `lag` chunks of other reads after its first
+// read, and the planner sizes `lag` to what the L2 keeps.
+// A visit waits only on visits with smaller tickets (a row's chunks lie within
+// chunks_per_row - 1 items of each other, and lag >= chunks_per_row), which
+// blocks already running hold and finish without waiting on later tickets. So
+// the wait always ends, whatever the grid and whatever else shares the device.
+// Each thread holds VPT vectors of a chunk (chunk_elems = threads x VPT x VEC).
+
+// A chunk's vectors as a thread holds them: 16 bytes as one native vector
+// (four 32-bit registers; a pack of eight 16-bit values was held in eight and
+// spilled: ptxas -v, sm_90), narrower packs as they are (the scalar path).
+template <class T, int VEC>
+using Held = std::conditional_t<sizeof(Pack<T, VEC>) == 16, DUET_RAW16, Pack<T, VEC>>;
+
+// Element e of a held vector, as float (e is a constant once unrolled).
+template <class T, class H>
+__device__ __forceinline__ float held_at(const H& h, int e) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(DUET_RAW16_WORD(h, e));
+    } else {
+      const unsigned w = DUET_RAW16_WORD(h, e / 2);
+      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
+    }
+  } else {
+    return to_float(h.v[e]);
+  }
+}
+
+// A held vector whose element e is f(e), rounded to T.
+template <class T, class H, class F>
+__device__ __forceinline__ H make_held(F f) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4)
+        w[i] = __float_as_uint(f(i));
+      else
+        w[i] = unsigned(from_float<T>(f(2 * i)).bits) | unsigned(from_float<T>(f(2 * i + 1)).bits) << 16;
+    }
+    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
+  } else {
+    H o;
+#pragma unroll
+    for (int e = 0; e < int(sizeof(H) / sizeof(T)); ++e) o.v[e] = from_float<T>(f(e));
+    return o;
+  }
+}
+
+// Loads and stores of held vectors; the 16-byte ones with cache hints where
+// asked (DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in vendor.h).
+template <class H>
+__device__ __forceinline__ H load_last_use(const H* p) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>)
+    return DUET_LOAD_LAST_USE(p);
+  else
+    return *p;
+}
+template <class H>
+__device__ __forceinline__ void store_streaming(H* p, const H& v) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>)
+    DUET_STORE_STREAMING(p, v);
+  else
+    *p = v;
+}
+
+template <class T, int VEC, int VPT, bool BWD>
+__global__ void __launch_bounds__(kSplitRowBlock, 2) split_stream_kernel(SoftmaxArgs a) {
+  using H = Held<T, VEC>;
+  constexpr int W = DUET_DEVICE_WARP_SIZE;
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  __shared__ float2 row_stats;
+  __shared__ unsigned long long ticket[2];
+  const int tid = threadIdx.x;
+  // The block size is fixed (the planner launches kSplitRowBlock threads), so
+  // a thread's vectors sit at constant offsets from its first: fewer
+  // registers for addresses (bf16 spilled at a run-time stride: ptxas -v, sm_90).
+  constexpr int nt = kSplitRowBlock;
+  const std::int64_t chunks = a.chunks_per_row;
+  const std::int64_t items = a.rows * chunks;
+  const std::int64_t lag = a.lag < items ? a.lag : items;
+  auto* const next_ticket = reinterpret_cast<unsigned long long*>(a.counters);
+  // Per row: chunks whose pass 1 is done, + 1 once the row's result is out.
+  unsigned* const done = a.counters + 2;
+  float* const row_result = a.partials + 2 * items;  // (max, sum) per row
+  if (tid == 0) ticket[0] = atomicAdd(next_ticket, 1ull);
+  __syncthreads();
+  for (int slot = 0;; slot ^= 1) {
+    const std::int64_t t = static_cast<std::int64_t>(ticket[slot]);
+    if (t >= 2 * items) break;
+    // The next ticket is asked for now and used after this visit, so its
+    // round trip to L2 overlaps the visit.
+    unsigned long long t_next = 0;
+    if (tid == 0) t_next = atomicAdd(next_ticket, 1ull);
+    bool second = false;
+    std::int64_t item = t;
+    if (t >= lag && t < 2 * items - lag) {
+      const std::int64_t u = t - lag;
+      second = (u & 1) != 0;
+      item = second ? u / 2 : lag + u / 2;
+    } else if (t >= lag) {
+      second = true;
+      item = items - lag + (t - (2 * items - lag));
+    }
+    const Chunk ch = chunk_of<VEC>(a, item);
+    const std::int64_t first = ch.begin + tid;
+    const H* xr = reinterpret_cast<const H*>(row_ptr<T, VEC>(a.x, ch.row, a.x_stride));
+    const H* gr = BWD ? reinterpret_cast<const H*>(row_ptr<T, VEC>(a.dy, ch.row, a.dy_stride)) : nullptr;
+    auto valid = [&](int j) { return first + j * nt < ch.end; };
+    H x[VPT];
+    H g[BWD ? VPT : 1];
+    if (!second) {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j)) {
+          x[j] = xr[first + j * nt];
+          if constexpr (BWD) g[j] = gr[first + j * nt];
+        }
+      float m = kNegInf;
+      float s = 0.0f;
+      if constexpr (!BWD) {
+        // Online over the thread's vectors, as split_row's first pass, so no
+        // value stays live across the block's reductions (the two-step form,
+        // max then sum, spilled at 16-bit types: ptxas -v, sm_90).
+#pragma unroll
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j)) {
+            float vm = kNegInf;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) vm = fmaxf(vm, held_at<T>(x[j], e));
+            const float m_new = fmaxf(m, vm);
+            s = rescale(s, m, m_new);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              const float xe = held_at<T>(x[j], e);
+              s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
+            }
+            m = m_new;
+          }
+        const float m_blk = block_reduce(m, scratch[0], MaxOp{});
+        s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
+        m = m_blk;
+      } else {
+#pragma unroll
+        for (int j = 0; j < VPT; ++j)
+          if (valid(j))
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) s += backward_term(held_at<T>(x[j], e), held_at<T>(g[j], e), a.log);
+        s = block_reduce(s, scratch[0], SumOp{});
+      }
+      if (tid < W) {
+        unsigned prior = 0;
+        if (tid == 0) {
+          a.partials[2 * item] = m;
+          a.partials[2 * item + 1] = s;
+          __threadfence();  // the pair is visible device-wide before the count
+          prior = atomicAdd(&done[ch.row], 1u);
+        }
+        // The last of the row: the first warp combines the row's pairs
+        // (volatile: past the non-coherent L1) and publishes the result.
+        const bool last = group_reduce<W>(prior + 1 == static_cast<unsigned>(chunks) ? 1.0f : 0.0f, MaxOp{}) > 0.0f;
+        if (last) {
+          __threadfence();
+          const volatile float* pr = a.partials + 2 * ch.row * chunks;
+          float rm = kNegInf;
+          float rs = 0.0f;
+          // Not unrolled: the loads in flight beside the chunk's registers
+          // spilled unrolled (ptxas -v, sm_90).
+#pragma unroll 1
+          for (std::int64_t c = tid; c < chunks; c += W) {
+            const float mc = pr[2 * c];
+            const float sc = pr[2 * c + 1];
+            if constexpr (BWD) {
+              rs += sc;
+            } else {
+              const float m_new = fmaxf(rm, mc);
+              rs = rescale(rs, rm, m_new) + rescale(sc, mc, m_new);
+              rm = m_new;
+            }
+          }
+          if constexpr (!BWD) {
+            const float row_m = group_reduce<W>(rm, MaxOp{});
+            rs = group_reduce<W>(rescale(rs, rm, row_m), SumOp{});
+            rm = row_m;
+          } else {
+            rs = group_reduce<W>(rs, SumOp{});
+          }
+          if (tid == 0) {
+            row_result[2 * ch.row] = rm;
+            row_result[2 * ch.row + 1] = rs;
+            __threadfence();
+            atomicAdd(&done[ch.row], 1u);
+          }
+        }
+      }
+    } else {
+      // The chunk's loads go out before the wait: they do not depend on it.
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j)) {
+          x[j] = load_last_use(xr + first + j * nt);
+          if constexpr (BWD) g[j] = load_last_use(gr + first + j * nt);
+        }
+      if (tid < W) {
+        // Every lane of the first warp waits for the row's result itself,
+        // so each has seen the count before it reads the result.
+        const volatile unsigned* count = done + ch.row;
+        while (*count <= static_cast<unsigned>(chunks)) {
+        }
+        __threadfence();
+        if (tid == 0) {
+          const volatile float* r = row_result + 2 * ch.row;
+          row_stats = make_float2(r[0], r[1]);
+        }
+      }
+      __syncthreads();
+      const float m = row_stats.x;
+      const float s = row_stats.y;
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+      H* orow = reinterpret_cast<H*>(row_ptr<T, VEC>(a.out, ch.row, a.out_stride));
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+        if (valid(j)) {
+          const H o = make_held<T, H>([&](int e) {
+            if constexpr (BWD)
+              return backward_value(held_at<T>(x[j], e), held_at<T>(g[j], e), s, a.log);
+            else
+              return forward_value(held_at<T>(x[j], e), m, inv_s, log_s, a.log);
+          });
+          store_streaming(orow + first + j * nt, o);
+        }
+    }
+    // Also the barrier between this visit's reductions (and row_stats) and
+    // the next visit's.
+    if (tid == 0) ticket[slot ^ 1] = t_next;
+    __syncthreads();
+  }
+}
+
 }  // namespace duet::DUET_NS::kernels

@@ -32,6 +32,8 @@ constexpr KernelPair make_entry() {
   } else if constexpr (v.strategy == Strategy::cluster_row) {
     static_assert(!v.backward);
     return {&kernels::cluster_row_kernel<T, v.vec, v.vpt>, nullptr};
+  } else if constexpr (v.strategy == Strategy::split_stream) {
+    return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else {
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
@@ -130,6 +132,8 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     }
     DUET_GPU_CHECK(cudaGetLastError());
   };
+  if (v.strategy == Strategy::split_stream)  // the work queue starts empty
+    DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, split_stream_counter_bytes(args.rows), s));
   launch_one(false, geometry);
   if (v.strategy == Strategy::split_row) launch_one(true, finalize_geometry);
 }

@@ -34,6 +34,10 @@ enum class Strategy : int {
   // registers as block_row does; the blocks exchange (max, sum) pairs through
   // distributed shared memory. Reads once, writes once. Forward only.
   cluster_row = 4,
+  // split_row's two passes in one launch: blocks take chunk visits from a
+  // ticket queue, the second pass trailing the first by a window the L2
+  // holds, so the second read of a chunk mostly hits L2.
+  split_stream = 5,
 };
 
 struct Variant {
@@ -45,9 +49,16 @@ struct Variant {
   int vpt;          // vectors each thread keeps in registers (split_row: loads in flight)
 };
 
-// Block size of group_rows and split_row kernels (block_row chooses its own).
+// Block size of group_rows, split_row and split_stream kernels (block_row
+// chooses its own).
 inline constexpr int kGroupRowsBlock = 128;
 inline constexpr int kSplitRowBlock = 512;
+// Vectors a split_stream thread holds: a chunk is 512 x 8 x 16 bytes = 64 KiB
+// (backward: 4 vectors of each of two tensors), 32 registers of data in
+// blocks of 512 threads, two an SM (64 registers). 4 vectors (32 KiB)
+// measured 0.60 of copy at f32 N = 32768..1M: a visit is a few round trips
+// long whatever its size (bench/NOTES.md, v16).
+constexpr int split_stream_vpt(bool backward) { return backward ? 4 : 8; }
 inline constexpr int kBlockRowMaxThreads = 1024;
 // cluster_row: blocks of at most 512 threads and 64 registers, so two fit an
 // SM (__launch_bounds__(512, 2)), and clusters of up to 8 blocks, the
@@ -93,7 +104,7 @@ constexpr int count_variants() {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
+        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 3 +
              (bwd == 0 && v == 0 ? 1 : 0);
   return n;
 }
@@ -116,6 +127,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
           for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
         out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
+        out[i++] = Variant{Strategy::split_stream, dt, bwd != 0, vec, 0, split_stream_vpt(bwd != 0)};
         if (!bwd && v == 0)  // forward, 16-byte vectors
           out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt};
       }

@@ -71,9 +71,8 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(32768, DType::f32, true).kernel.strategy == Strategy::block_row_smem);  // backward: no clusters
   CHECK(plan(32768, DType::f32, true).smem_vecs > 0);
   CHECK(plan(32768, DType::f32, true).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
-  CHECK(plan(1 << 20).kernel.strategy == Strategy::split_row);
+  CHECK(plan(1 << 20).kernel.strategy == Strategy::split_stream);
   CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
-  CHECK(plan(1 << 20).workspace_bytes == 4096 * plan(1 << 20).chunks_per_row * 8);
   // Grid: up to 64 waves of SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.resident_blocks == std::int64_t(h100.sm_count) * p.exact.blocks_per_sm);
@@ -82,6 +81,56 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(huge.geometry.grid == 64 * huge.resident_blocks);  // grid-stride covers the rest
   const Plan few = plan_softmax(h100, {DType::f32, false, 3, 4096, true}, recorded(h100));
   CHECK(few.geometry.grid == 3);
+}
+
+TEST_CASE("split_stream: wide rows in one launch, the second pass a window behind the first") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  auto shape = [](std::int64_t rows, std::int64_t cols, bool bwd = false) {
+    return SoftmaxShape{DType::f32, bwd, rows, cols, true};
+  };
+  const Plan p = plan_softmax(h100, shape(64, 1 << 20), recorded(h100));
+  REQUIRE(p.kernel.strategy == Strategy::split_stream);
+  // Chunks of 512 threads x 8 vectors x 4 floats; 64 of them a row.
+  CHECK(p.launch.threads_per_block == kSplitRowBlock);
+  CHECK(p.kernel.vpt == 8);
+  CHECK(p.chunk_elems == 16384);
+  CHECK(p.chunks_per_row == 64);
+  // One wave: blocks take their work from the queue.
+  CHECK(p.geometry.grid == p.resident_blocks);
+  CHECK(p.exact.blocks_per_sm == 2);
+  // The second pass trails by a row's chunks plus a visit per resident block.
+  CHECK(p.stream_lag == 64 + p.resident_blocks);
+  // Workspace: the ticket counter and a count per row, then at a 16-byte
+  // boundary a pair per chunk and one per row.
+  CHECK(split_stream_partials_offset(64) == 272);
+  CHECK(p.workspace_bytes == 272 + 64 * (64 + 1) * 8);
+  // Fewer visits than blocks: the grid is the work.
+  const Plan one = plan_softmax(h100, shape(1, 1 << 18), recorded(h100));
+  REQUIRE(one.kernel.strategy == Strategy::split_stream);
+  CHECK(one.geometry.grid == 2 * 16);
+  // A slack from the environment (DUET_STREAM_SLACK) replaces the default.
+  SoftmaxShape tight = shape(64, 1 << 20);
+  tight.stream_slack = 1;
+  CHECK(plan_softmax(h100, tight, recorded(h100)).stream_lag == 65);
+  // Backward keeps two tensors: 4 vectors of each a thread.
+  const Plan b = plan_softmax(h100, shape(64, 1 << 20, true), recorded(h100));
+  CHECK(b.kernel.strategy == Strategy::split_stream);
+  CHECK(b.kernel.vpt == 4);
+  CHECK(b.chunk_elems == 8192);
+  // DUET_STRATEGY=split_row: the two-kernel version, its partials only.
+  SoftmaxShape two = shape(4096, 1 << 20);
+  two.force_split = true;
+  const Plan s = plan_softmax(h100, two, recorded(h100));
+  CHECK(s.kernel.strategy == Strategy::split_row);
+  CHECK(s.workspace_bytes == 4096 * s.chunks_per_row * 8);
+  CHECK(s.finalize_geometry.grid == s.geometry.grid);
+  // DUET_STRATEGY=split_stream: wherever group_rows does not fit.
+  SoftmaxShape forced = shape(4096, 4096);
+  forced.force_stream = true;
+  const Plan f = plan_softmax(h100, forced, recorded(h100));
+  CHECK(f.kernel.strategy == Strategy::split_stream);
+  CHECK(f.chunks_per_row == 1);
 }
 
 TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hopper only") {
@@ -105,10 +154,10 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Widest: 8 blocks; one vector more goes to split_row (too wide for
+  // Widest: 8 blocks; one vector more goes to split_stream (too wide for
   // shared memory too).
   CHECK(plan(h100, 131072).chunks_per_row == 8);
-  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_row);
+  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_stream);
   CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
   CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 4);
   // Uneven slices: 40000 floats = 10000 vectors over 4 blocks of 2500.

@@ -64,6 +64,7 @@
 #define cudaMemcpy hipMemcpy
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemset hipMemset
+#define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
@@ -101,6 +102,13 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // scratch (block_row_smem's staging, kernels/softmax_kernels.cuh).
 typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 #define DUET_RAW16 duet_raw16_t
+// Cache hints for split_stream's second pass: its re-read is the last use of
+// the input, and its output is not read again by the kernel (nontemporal:
+// the "slc" hint on CDNA).
+#define DUET_RAW16_WORD(r, i) (r)[i]
+#define DUET_RAW16_MAKE(a, b, c, d) duet_raw16_t{(a), (b), (c), (d)}
+#define DUET_LOAD_LAST_USE(p) __builtin_nontemporal_load(p)
+#define DUET_STORE_STREAMING(p, v) __builtin_nontemporal_store((v), (p))
 
 #else  // ------------------------------------------------------------ CUDA
 #include <cuda_runtime.h>
@@ -145,6 +153,13 @@ inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block
 }
 }  // namespace duet::vendor
 #define DUET_RAW16 uint4
+// Word i (0..3) of a DUET_RAW16, and one made of four words.
+#define DUET_RAW16_WORD(r, i) ((i) == 0 ? (r).x : (i) == 1 ? (r).y : (i) == 2 ? (r).z : (r).w)
+#define DUET_RAW16_MAKE(a, b, c, d) make_uint4((a), (b), (c), (d))
+// ld.global.cs / st.global.cs: evict-first, for data used once more at most
+// (CUDA C Programming Guide, "Load Functions Using Cache Hints").
+#define DUET_LOAD_LAST_USE(p) __ldcs(p)
+#define DUET_STORE_STREAMING(p, v) __stcs((p), (v))
 // Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
 // "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
 #define DUET_DEVICE_WARP_SIZE 32

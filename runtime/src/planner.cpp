@@ -47,10 +47,14 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
     p.exact.note = "host: one worker per core";
   }
   p.resident_blocks = std::int64_t(dev.sm_count) * p.exact.blocks_per_sm;
-  if (v.strategy == Strategy::split_row) {
-    p.chunk_elems = std::int64_t(threads) * kSplitVecsPerThread * v.vec;
+  if (v.strategy == Strategy::split_row || v.strategy == Strategy::split_stream) {
+    p.chunk_elems = std::int64_t(threads) * (v.strategy == Strategy::split_row ? kSplitVecsPerThread : v.vpt) * v.vec;
     p.chunks_per_row = static_cast<int>(ceil_div(s.cols, p.chunk_elems));
   }
+  if (v.strategy == Strategy::split_stream)
+    // The second pass of an item trails its row's last first pass by about
+    // two visits a block: finished, unless it straggles.
+    p.stream_slack = s.stream_slack > 0 ? s.stream_slack : std::max<std::int64_t>(p.resident_blocks, 1);
   return p;
 }
 
@@ -90,6 +94,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case Strategy::block_row_smem: work = rows; break;
     case Strategy::split_row:
     case Strategy::cluster_row: work = rows * p.chunks_per_row; break;
+    case Strategy::split_stream: work = 2 * rows * p.chunks_per_row; break;  // two visits an item
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
@@ -103,7 +108,11 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // cluster_row always gets one wave of clusters: launching a fresh cluster
   // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
   // (H200, bench/NOTES.md v10), the reverse of single blocks.
-  const std::int64_t waves = persistent || p.kernel.strategy == Strategy::cluster_row ? 1 : kMaxWaves;
+  // split_stream's blocks take their work from a queue: one wave.
+  const std::int64_t waves =
+      persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
+          ? 1
+          : kMaxWaves;
   std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
   if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
@@ -113,6 +122,11 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     g.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
     g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
   }
+  if (p.kernel.strategy == Strategy::split_stream) {
+    g.workspace_bytes =
+        split_stream_partials_offset(rows) + rows * (p.chunks_per_row + 1) * 2 * std::int64_t(sizeof(float));
+    g.stream_lag = p.chunks_per_row + p.stream_slack;
+  }
   return g;
 }
 
@@ -121,6 +135,7 @@ void set_grid(Plan& p, std::int64_t rows) {
   p.geometry = g.main;
   p.finalize_geometry = g.finalize;
   p.workspace_bytes = g.workspace_bytes;
+  p.stream_lag = g.stream_lag;
 }
 
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
@@ -206,12 +221,18 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
                    std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
       }
     }
-    if (!fits || s.force_split) {
+    if (s.force_split) {
       plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, vec, 0, 4}, kSplitRowBlock, 0,
                        attributes);
+      plan.why = "split_row requested: " + std::to_string(plan.chunks_per_row) + " chunks of " +
+                 std::to_string(plan.chunk_elems) + " elements, two kernels";
+    } else if (!fits || s.force_stream) {
+      plan = make_plan(dev, s, Variant{Strategy::split_stream, s.dtype, s.backward, vec, 0, split_stream_vpt(s.backward)},
+                       kSplitRowBlock, 0, attributes);
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
                  std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
-                 " elements, two passes";
+                 " elements, two passes in one launch, the second " + std::to_string(plan.chunks_per_row + plan.stream_slack) +
+                 " chunks behind";
     }
   }
   if (plan.exact.blocks_per_sm < 1)

@@ -1,6 +1,7 @@
 #include "duet/softmax.hpp"
 
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -124,8 +125,9 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 
 // The planner's switches for comparison runs (bench/NOTES.md), read once:
 // DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
-// with them wherever they fit, DUET_STRATEGY=split_row two passes wherever
-// group_rows does not fit.
+// with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
+// passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
+// second pass n items further behind than its row's chunks.
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
     auto env = [](const char* name) {
@@ -136,11 +138,24 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
     o.allow_clusters = env("DUET_CLUSTER") != "0";
     o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
     o.force_split = env("DUET_STRATEGY") == "split_row";
+    o.force_stream = env("DUET_STRATEGY") == "split_stream";
+    const std::string slack = env("DUET_STREAM_SLACK");
+    if (!slack.empty()) {
+      try {
+        o.stream_slack = std::stoll(slack);
+      } catch (const std::exception&) {
+        o.stream_slack = -1;
+      }
+      require(o.stream_slack > 0, Status::invalid_argument,
+              "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
+    }
     return o;
   }();
   shape.allow_clusters = overrides.allow_clusters;
   shape.prefer_clusters = overrides.prefer_clusters;
   shape.force_split = overrides.force_split;
+  shape.force_stream = overrides.force_stream;
+  shape.stream_slack = overrides.stream_slack;
   return shape;
 }
 
@@ -251,6 +266,12 @@ void run(const Device& dev, const SoftmaxCall& c) {
   if (grid.workspace_bytes > 0) {
     workspace = workspaces().get(dev, c.stream, grid.workspace_bytes);
     a.partials = static_cast<float*>(workspace.buffer->data());
+    if (plan.kernel.strategy == Strategy::split_stream) {
+      a.counters = static_cast<unsigned*>(workspace.buffer->data());
+      a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace.buffer->data()) +
+                                            split_stream_partials_offset(c.rows));
+      a.lag = grid.stream_lag;
+    }
   }
   detail::backend(dev.backend())
       .launch_softmax(dev.ordinal(), plan.variant, a, grid.main, grid.finalize, c.stream);

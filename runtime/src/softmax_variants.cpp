@@ -18,6 +18,7 @@ std::string to_string(Strategy s) {
     case Strategy::split_row: return "split_row";
     case Strategy::block_row_smem: return "block_row_smem";
     case Strategy::cluster_row: return "cluster_row";
+    case Strategy::split_stream: return "split_stream";
   }
   return "unknown";
 }

@@ -167,6 +167,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   const __int128 cols = s.cols;
   const __int128 launch_rows = s.rows;
   const bool cluster = p.kernel.strategy == Strategy::cluster_row;
+  const bool stream = p.kernel.strategy == Strategy::split_stream;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
@@ -176,8 +177,10 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
-    // Chunked rows (split_row, cluster_row): enough chunks, none empty;
-    // split_row: one (max, sum) float pair per (row, chunk);
+    // Chunked rows (split_row, split_stream, cluster_row): enough chunks,
+    // none empty; split_row: one (max, sum) float pair per (row, chunk);
+    // split_stream: its counters first, two visits an item, the second pass
+    // at least a row's chunks behind (its queue's progress rests on it);
     // cluster_row: a block's threads hold its chunk, at most 8 a cluster.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
@@ -186,11 +189,18 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
       FUZZ_CHECK(d.cluster_launch && !s.backward && p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks, ctx);
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems, ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    } else if (stream) {
+      FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec == p.chunk_elems, ctx);
+      FUZZ_CHECK(__int128(p.workspace_bytes) ==
+                     duet::split_stream_partials_offset(s.rows) + launch_rows * (p.chunks_per_row + 1) * 8,
+                 ctx);
+      FUZZ_CHECK(duet::split_stream_partials_offset(s.rows) % 16 == 0, ctx);
+      FUZZ_CHECK(p.stream_lag > p.chunks_per_row, ctx);
     } else {
       FUZZ_CHECK(__int128(p.workspace_bytes) == launch_rows * p.chunks_per_row * 8, ctx);
       FUZZ_CHECK(p.finalize_geometry.grid == p.geometry.grid, ctx);
     }
-    work = launch_rows * p.chunks_per_row;
+    work = launch_rows * p.chunks_per_row * (stream ? 2 : 1);
   } else {
     // One block a row (block_row, with or without shared memory): registers
     // plus shared-memory vectors hold the row.
@@ -210,7 +220,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     const char* persistent = std::getenv("DUET_PERSISTENT");
     // cluster_row: one wave of whole clusters (at least one cluster).
     const std::int64_t waves =
-        cluster || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
+        cluster || stream || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
     const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);

@@ -27,7 +27,7 @@ namespace {
 
 // Row lengths at and around every strategy switch: group sizes (1..32
 // threads, 1..8 vectors), block_row's register and shared-memory limits,
-// cluster_row's 2, 4 and 8 blocks (even and uneven slices), and split_row,
+// cluster_row's 2, 4 and 8 blocks (even and uneven slices), and split_stream,
 // with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
   return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,
@@ -82,7 +82,7 @@ TEST_CASE("every strategy boundary, dtype and direction matches the double refer
 
 TEST_CASE("many more rows than the grid holds") {
   const Device dev = duet::testing::first_gpu();
-  // 300000: split_row, forward and backward.
+  // 300000: split_stream, forward and backward.
   for (std::int64_t cols : {1, 32, 100, 1024, 5000, 40000, 65536, 300000})
     for (bool bwd : {false, true}) {
       if (bwd && cols != 300000) continue;
@@ -193,7 +193,8 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
       const KernelAttributes a = live_kernel_attributes(dev, v, fin);
       std::vector<std::pair<int, std::int64_t>> launches;
       if (var.strategy == Strategy::group_rows) launches = {{kGroupRowsBlock, 0}};
-      else if (var.strategy == Strategy::split_row) launches = {{kSplitRowBlock, 0}};
+      else if (var.strategy == Strategy::split_row || var.strategy == Strategy::split_stream)
+        launches = {{kSplitRowBlock, 0}};
       else if (var.strategy == Strategy::block_row_smem) launches = {{1024, 0}};
       else
         for (int t : {128, 256, 512, 1024})
@@ -220,7 +221,7 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
 
 TEST_CASE("eight host threads x two streams each get correct results") {
   // Plans, attributes and workspaces are shared: every thread plans the same
-  // shapes (one of them split_row, whose workspace is per stream) on its own
+  // shapes (one of them split_stream, whose workspace is per stream) on its own
   // two streams.
   const Device dev = duet::testing::first_gpu();
   std::atomic<int> failures{0};
@@ -298,9 +299,9 @@ TEST_CASE("pointers from the wrong place are refused before anything is written"
   CHECK_THROWS_AS(device(dev.backend(), 1000), Error);
 }
 
-TEST_CASE("out of device memory for split_row's workspace: a clear error, nothing written, then recovery") {
+TEST_CASE("out of device memory for split_stream's workspace: a clear error, nothing written, then recovery") {
   const Device dev = duet::testing::first_gpu();
-  const std::int64_t rows = 8, cols = std::int64_t(1) << 20;  // split_row: a workspace of partials
+  const std::int64_t rows = 8, cols = std::int64_t(1) << 20;  // split_stream: a workspace of counters and partials
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * 4;
   Buffer x(dev, bytes), y(dev, bytes);
   x.fill(0);  // all zeros: every output is 1 / cols

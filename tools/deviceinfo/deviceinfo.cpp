@@ -161,10 +161,12 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"grid", p.geometry.grid},
             {"block", p.geometry.block},
             {"rows_per_block", p.rows_per_block}};
-  if (p.kernel.strategy == duet::Strategy::split_row)
+  if (p.kernel.strategy == duet::Strategy::split_row || p.kernel.strategy == duet::Strategy::split_stream) {
     j["split"] = {{"chunks_per_row", p.chunks_per_row},
                   {"chunk_elems", p.chunk_elems},
                   {"workspace_bytes", p.workspace_bytes}};
+    if (p.kernel.strategy == duet::Strategy::split_stream) j["split"]["lag_chunks"] = p.stream_lag;
+  }
   if (p.kernel.strategy == duet::Strategy::cluster_row) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
     if (e.live && e.live->is_gpu())
@@ -211,7 +213,11 @@ void print_plan(const json& j) {
   if (j.contains("split"))
     print_kv("split", std::to_string(j["split"]["chunks_per_row"].get<int>()) + " chunks of " +
                           std::to_string(j["split"]["chunk_elems"].get<long long>()) + " elements, workspace " +
-                          std::to_string(j["split"]["workspace_bytes"].get<long long>()) + " B");
+                          std::to_string(j["split"]["workspace_bytes"].get<long long>()) + " B" +
+                          (j["split"].contains("lag_chunks")
+                               ? ", second pass " + std::to_string(j["split"]["lag_chunks"].get<long long>()) +
+                                     " chunks behind the first"
+                               : std::string()));
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 //   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
 //                             row, each slice in registers; before
 //                             block_row_smem and split_row
-//   wider                     split_row: chunks, online (max, sum), two kernels
+//   wider                     split_stream: chunks, online (max, sum), two
+//                             passes in one launch, the second reading
+//                             from L2 (split_row: the same in two kernels,
+//                             DUET_STRATEGY=split_row)
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
 // waves of SMs x blocks per SM, capped by the work. The kernels walk rows with
 // grid-stride loops, so the Triton tutorial's persistent grid (one wave,
@@ -42,6 +45,11 @@ struct SoftmaxShape {
   // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
   // comparisons).
   bool force_split = false;
+  // split_stream for every row past group_rows (DUET_STRATEGY=split_stream).
+  bool force_stream = false;
+  // split_stream's slack: how many items its second pass trails the first
+  // by beyond a row's chunks (DUET_STREAM_SLACK; 0: one per resident block).
+  std::int64_t stream_slack = 0;
 };
 
 struct Plan {
@@ -58,7 +66,9 @@ struct Plan {
   int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
   int chunks_per_row = 0;               // split_row: chunks; cluster_row: blocks in a cluster
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
-  std::int64_t workspace_bytes = 0;     // split_row partials
+  std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
+  std::int64_t stream_slack = 0;        // split_stream: lag beyond a row's chunks
+  std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   std::string why;                      // one line: why this strategy
 };
 
@@ -76,6 +86,7 @@ struct Grid {
   LaunchGeometry main;
   LaunchGeometry finalize;  // split_row's second kernel
   std::int64_t workspace_bytes = 0;
+  std::int64_t stream_lag = 0;  // split_stream
 };
 Grid grid_for(const Plan& plan, std::int64_t rows);
 void set_grid(Plan& plan, std::int64_t rows);
