@@ -682,7 +682,15 @@ __device__ __forceinline__ H make_held(F f) {
 }
 
 // Loads and stores of held vectors; the 16-byte ones with cache hints where
-// asked (DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in vendor.h).
+// asked (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in
+// vendor.h).
+template <class H>
+__device__ __forceinline__ H load_keep(const H* p) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>)
+    return DUET_LOAD_KEEP(p);
+  else
+    return *p;
+}
 template <class H>
 __device__ __forceinline__ H load_last_use(const H* p) {
   if constexpr (std::is_same_v<H, DUET_RAW16>)
@@ -699,17 +707,17 @@ __device__ __forceinline__ void store_streaming(H* p, const H& v) {
 }
 
 template <class T, int VEC, int VPT, bool BWD>
-__global__ void __launch_bounds__(kSplitRowBlock, 2) split_stream_kernel(SoftmaxArgs a) {
+__global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm) split_stream_kernel(SoftmaxArgs a) {
   using H = Held<T, VEC>;
   constexpr int W = DUET_DEVICE_WARP_SIZE;
   __shared__ float scratch[2][kMaxWarpsPerBlock];
   __shared__ float2 row_stats;
   __shared__ unsigned long long ticket[2];
   const int tid = threadIdx.x;
-  // The block size is fixed (the planner launches kSplitRowBlock threads), so
-  // a thread's vectors sit at constant offsets from its first: fewer
+  // The block size is fixed (the planner launches kSplitStreamBlock threads),
+  // so a thread's vectors sit at constant offsets from its first: fewer
   // registers for addresses (bf16 spilled at a run-time stride: ptxas -v, sm_90).
-  constexpr int nt = kSplitRowBlock;
+  constexpr int nt = kSplitStreamBlock;
   const std::int64_t chunks = a.chunks_per_row;
   const std::int64_t items = a.rows * chunks;
   const std::int64_t lag = a.lag < items ? a.lag : items;
@@ -747,8 +755,8 @@ __global__ void __launch_bounds__(kSplitRowBlock, 2) split_stream_kernel(Softmax
 #pragma unroll
       for (int j = 0; j < VPT; ++j)
         if (valid(j)) {
-          x[j] = xr[first + j * nt];
-          if constexpr (BWD) g[j] = gr[first + j * nt];
+          x[j] = load_keep(xr + first + j * nt);
+          if constexpr (BWD) g[j] = load_keep(gr + first + j * nt);
         }
       float m = kNegInf;
       float s = 0.0f;

@@ -53,6 +53,10 @@ struct Variant {
 // chooses its own).
 inline constexpr int kGroupRowsBlock = 128;
 inline constexpr int kSplitRowBlock = 512;
+// split_stream's block, a compile-time constant so that a thread's vectors
+// sit at constant offsets from its first.
+inline constexpr int kSplitStreamBlock = 512;
+inline constexpr int kSplitStreamMinBlocksPerSm = 1024 / kSplitStreamBlock;  // 64 registers a thread
 // Vectors a split_stream thread holds: a chunk is 512 x 8 x 16 bytes = 64 KiB
 // (backward: 4 vectors of each of two tensors), 32 registers of data in
 // blocks of 512 threads, two an SM (64 registers). 4 vectors (32 KiB)

@@ -92,7 +92,7 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   const Plan p = plan_softmax(h100, shape(64, 1 << 20), recorded(h100));
   REQUIRE(p.kernel.strategy == Strategy::split_stream);
   // Chunks of 512 threads x 8 vectors x 4 floats; 64 of them a row.
-  CHECK(p.launch.threads_per_block == kSplitRowBlock);
+  CHECK(p.launch.threads_per_block == kSplitStreamBlock);
   CHECK(p.kernel.vpt == 8);
   CHECK(p.chunk_elems == 16384);
   CHECK(p.chunks_per_row == 64);

@@ -107,6 +107,7 @@ typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 // the "slc" hint on CDNA).
 #define DUET_RAW16_WORD(r, i) (r)[i]
 #define DUET_RAW16_MAKE(a, b, c, d) duet_raw16_t{(a), (b), (c), (d)}
+#define DUET_LOAD_KEEP(p) (*(p))
 #define DUET_LOAD_LAST_USE(p) __builtin_nontemporal_load(p)
 #define DUET_STORE_STREAMING(p, v) __builtin_nontemporal_store((v), (p))
 
@@ -156,6 +157,23 @@ inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block
 // Word i (0..3) of a DUET_RAW16, and one made of four words.
 #define DUET_RAW16_WORD(r, i) ((i) == 0 ? (r).x : (i) == 1 ? (r).y : (i) == 2 ? (r).z : (r).w)
 #define DUET_RAW16_MAKE(a, b, c, d) make_uint4((a), (b), (c), (d))
+// A 16-byte load whose line should outlast others in L2 until its last use
+// (an L2::evict_last cache policy: PTX ISA, "createpolicy" and "ld" with
+// .L2::cache_hint, sm_80+); a plain load before sm_80.
+__device__ __forceinline__ uint4 duet_load_keep(const uint4* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+#else
+  return *p;
+#endif
+}
+#define DUET_LOAD_KEEP(p) duet_load_keep(p)
 // ld.global.cs / st.global.cs: evict-first, for data used once more at most
 // (CUDA C Programming Guide, "Load Functions Using Cache Hints").
 #define DUET_LOAD_LAST_USE(p) __ldcs(p)

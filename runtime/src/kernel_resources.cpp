@@ -179,8 +179,8 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::group_rows: a.max_threads_per_block = kGroupRowsBlock; break;
           case Strategy::block_row:
           case Strategy::block_row_smem: a.max_threads_per_block = kBlockRowMaxThreads; break;
-          case Strategy::split_row:
-          case Strategy::split_stream: a.max_threads_per_block = kSplitRowBlock; break;
+          case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
+          case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
           case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;

@@ -228,7 +228,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
                  std::to_string(plan.chunk_elems) + " elements, two kernels";
     } else if (!fits || s.force_stream) {
       plan = make_plan(dev, s, Variant{Strategy::split_stream, s.dtype, s.backward, vec, 0, split_stream_vpt(s.backward)},
-                       kSplitRowBlock, 0, attributes);
+                       kSplitStreamBlock, 0, attributes);
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
                  std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
                  " elements, two passes in one launch, the second " + std::to_string(plan.chunks_per_row + plan.stream_slack) +

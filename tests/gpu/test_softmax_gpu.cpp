@@ -193,8 +193,8 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
       const KernelAttributes a = live_kernel_attributes(dev, v, fin);
       std::vector<std::pair<int, std::int64_t>> launches;
       if (var.strategy == Strategy::group_rows) launches = {{kGroupRowsBlock, 0}};
-      else if (var.strategy == Strategy::split_row || var.strategy == Strategy::split_stream)
-        launches = {{kSplitRowBlock, 0}};
+      else if (var.strategy == Strategy::split_row) launches = {{kSplitRowBlock, 0}};
+      else if (var.strategy == Strategy::split_stream) launches = {{kSplitStreamBlock, 0}};
       else if (var.strategy == Strategy::block_row_smem) launches = {{1024, 0}};
       else
         for (int t : {128, 256, 512, 1024})
