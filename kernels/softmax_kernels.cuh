@@ -135,6 +135,24 @@ __device__ __forceinline__ float rescale(float s, float m, float m_new) {
   return m == kNegInf ? s : s * exp_shifted(m, m_new);
 }
 
+// Adds one vector of VEC values (value(e)) to a running online-softmax pair
+// (m, s): one rescale a vector. -inf values add nothing (so a part all -inf
+// keeps s = 0 and never computes exp(-inf - -inf)); a NaN reaches s.
+template <int VEC, class V>
+__device__ __forceinline__ void online_add(float& m, float& s, V value) {
+  float vm = kNegInf;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) vm = fmaxf(vm, value(e));
+  const float m_new = fmaxf(m, vm);
+  s = rescale(s, m, m_new);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float xe = value(e);
+    s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
+  }
+  m = m_new;
+}
+
 // ---------------------------------------------------------------- element ops
 // Forward output of one element given the row max m and the row sum s
 // (inv_s = 1/s, log_s = log s).
@@ -547,17 +565,7 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_partial_kernel(Softm
 #pragma unroll
           for (int e = 0; e < VEC; ++e) s += backward_term(to_float(x[k].v[e]), to_float(g[k].v[e]), a.log);
         } else {
-          float vm = kNegInf;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) vm = fmaxf(vm, to_float(x[k].v[e]));
-          const float m_new = fmaxf(m, vm);
-          s = rescale(s, m, m_new);
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const float xe = to_float(x[k].v[e]);
-            s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
-          }
-          m = m_new;
+          online_add<VEC>(m, s, [&](int e) { return to_float(x[k].v[e]); });
         }
       }
     }
@@ -766,19 +774,7 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
         // max then sum, spilled at 16-bit types: ptxas -v, sm_90).
 #pragma unroll
         for (int j = 0; j < VPT; ++j)
-          if (valid(j)) {
-            float vm = kNegInf;
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) vm = fmaxf(vm, held_at<T>(x[j], e));
-            const float m_new = fmaxf(m, vm);
-            s = rescale(s, m, m_new);
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              const float xe = held_at<T>(x[j], e);
-              s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
-            }
-            m = m_new;
-          }
+          if (valid(j)) online_add<VEC>(m, s, [&](int e) { return held_at<T>(x[j], e); });
         const float m_blk = block_reduce(m, scratch[0], MaxOp{});
         s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
         m = m_blk;

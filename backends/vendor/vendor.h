@@ -102,11 +102,12 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // scratch (block_row_smem's staging, kernels/softmax_kernels.cuh).
 typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 #define DUET_RAW16 duet_raw16_t
-// Cache hints for split_stream's second pass: its re-read is the last use of
-// the input, and its output is not read again by the kernel (nontemporal:
-// the "slc" hint on CDNA).
+// Word i (0..3) of a DUET_RAW16, and one made of four words.
 #define DUET_RAW16_WORD(r, i) (r)[i]
 #define DUET_RAW16_MAKE(a, b, c, d) duet_raw16_t{(a), (b), (c), (d)}
+// Cache hints for split_stream. Its first read has no keep-in-L2 hint here (a
+// plain load); its re-read is the last use of the input, and its output is
+// not read again by the kernel (nontemporal: the "slc" hint on CDNA).
 #define DUET_LOAD_KEEP(p) (*(p))
 #define DUET_LOAD_LAST_USE(p) __builtin_nontemporal_load(p)
 #define DUET_STORE_STREAMING(p, v) __builtin_nontemporal_store((v), (p))

@@ -53,8 +53,10 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   }
   if (v.strategy == Strategy::split_stream)
     // The second pass of an item trails its row's last first pass by about
-    // two visits a block: finished, unless it straggles.
-    p.stream_slack = s.stream_slack > 0 ? s.stream_slack : std::max<std::int64_t>(p.resident_blocks, 1);
+    // two visits a block (a slack of one per resident block): finished,
+    // unless it straggles.
+    p.stream_lag = p.chunks_per_row +
+                   (s.stream_slack > 0 ? s.stream_slack : std::max<std::int64_t>(p.resident_blocks, 1));
   return p;
 }
 
@@ -125,7 +127,6 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   if (p.kernel.strategy == Strategy::split_stream) {
     g.workspace_bytes =
         split_stream_partials_offset(rows) + rows * (p.chunks_per_row + 1) * 2 * std::int64_t(sizeof(float));
-    g.stream_lag = p.chunks_per_row + p.stream_slack;
   }
   return g;
 }
@@ -135,7 +136,6 @@ void set_grid(Plan& p, std::int64_t rows) {
   p.geometry = g.main;
   p.finalize_geometry = g.finalize;
   p.workspace_bytes = g.workspace_bytes;
-  p.stream_lag = g.stream_lag;
 }
 
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
@@ -231,7 +231,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
                        kSplitStreamBlock, 0, attributes);
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
                  std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
-                 " elements, two passes in one launch, the second " + std::to_string(plan.chunks_per_row + plan.stream_slack) +
+                 " elements, two passes in one launch, the second " + std::to_string(plan.stream_lag) +
                  " chunks behind";
     }
   }

@@ -270,7 +270,7 @@ void run(const Device& dev, const SoftmaxCall& c) {
       a.counters = static_cast<unsigned*>(workspace.buffer->data());
       a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace.buffer->data()) +
                                             split_stream_partials_offset(c.rows));
-      a.lag = grid.stream_lag;
+      a.lag = plan.stream_lag;
     }
   }
   detail::backend(dev.backend())

@@ -67,7 +67,6 @@ struct Plan {
   int chunks_per_row = 0;               // split_row: chunks; cluster_row: blocks in a cluster
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
-  std::int64_t stream_slack = 0;        // split_stream: lag beyond a row's chunks
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   std::string why;                      // one line: why this strategy
 };
@@ -86,7 +85,6 @@ struct Grid {
   LaunchGeometry main;
   LaunchGeometry finalize;  // split_row's second kernel
   std::int64_t workspace_bytes = 0;
-  std::int64_t stream_lag = 0;  // split_stream
 };
 Grid grid_for(const Plan& plan, std::int64_t rows);
 void set_grid(Plan& plan, std::int64_t rows);
