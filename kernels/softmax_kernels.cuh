@@ -876,4 +876,127 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
   }
 }
 
+// ---------------------------------------------------------------- ring_row
+// A row (or block r's slice of it, over a cluster of a.chunks_per_row
+// blocks: vectors [r * chunk, (r + 1) * chunk)) streamed through a ring of
+// a.ring_stages shared-memory stages of kRingRowThreads x VPT vectors by the
+// bulk copy engine, one block an SM. Thread 0 keeps the ring full: the
+// block's copies form one sequence (its rows in turn, each row's slice stage
+// by stage), copy n lands in stage n % ring_stages, and a stage is copied
+// into again only once the block has written its output. So while a row is
+// reduced, and while its cluster exchanges pairs, the next row's first
+// stages are already on their way, and no thread waits on memory it could
+// have asked for earlier (cluster_row's blocks each wait for the slowest
+// one with nothing in flight: 0.81 of copy at f32 N = 65536; bench/NOTES.md).
+// Per row: pass A reduces each landed stage into a running (max, sum) pair;
+// the block's pairs, then the cluster's (through distributed shared memory,
+// one cluster barrier, as cluster_row), give the row's; pass B reads the
+// stages again from shared memory, writes the output and frees each stage.
+// Read once, write once. Needs 16-byte aligned rows (the vector path).
+// Hopper (sm_90) and later; never launched elsewhere (planner).
+template <class T, int VEC, int VPT>
+__global__ void __launch_bounds__(kRingRowThreads, 1) ring_row_kernel(SoftmaxArgs a) {
+#if DUET_DEVICE_BULK_COPY && DUET_DEVICE_CLUSTERS
+  using H = Held<T, VEC>;
+  static_assert(sizeof(H) == 16, "ring_row moves 16-byte vectors");
+  namespace cg = cooperative_groups;
+  extern __shared__ float4 dynamic_smem[];
+  __shared__ unsigned long long landed[kRingMaxStages];
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
+  __shared__ float2 pair[2];  // as cluster_row's: double-buffered by row parity
+  constexpr int nt = kRingRowThreads;
+  constexpr int SV = nt * VPT;  // vectors a stage
+  H* const ring = reinterpret_cast<H*>(dynamic_smem);
+  const int tid = threadIdx.x;
+  const int K = a.ring_stages;
+  const int blocks = a.chunks_per_row;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = blocks > 1 ? static_cast<int>(cluster.block_rank()) : 0;
+  const std::int64_t groups = gridDim.x / blocks;  // clusters (blocks without one)
+  const std::int64_t group = blockIdx.x / blocks;
+  const Chunk slice = chunk_of<VEC>(a, rank);  // .row unused: the same vectors of every row
+  const std::int64_t slice_vecs = slice.end > slice.begin ? slice.end - slice.begin : 0;
+  const int stages = static_cast<int>((slice_vecs + SV - 1) / SV);  // a row's stages
+  const std::int64_t rows_here = group < a.rows ? (a.rows - 1 - group) / groups + 1 : 0;
+  const std::int64_t copies = rows_here * stages;
+
+  // Copy n of this block's sequence: stage n % stages of its rows' n / stages.
+  auto copy = [&](std::int64_t n) {
+    const int slot = static_cast<int>(n % K);
+    const std::int64_t row = group + (n / stages) * groups;
+    const std::int64_t v0 = slice.begin + (n % stages) * SV;
+    const std::int64_t count = slice.end - v0 < SV ? slice.end - v0 : SV;
+    const H* src = reinterpret_cast<const H*>(row_ptr<T, VEC>(a.x, row, a.x_stride)) + v0;
+    duet_bulk_load(ring + std::int64_t(slot) * SV, src, static_cast<unsigned>(count * 16), &landed[slot]);
+  };
+  std::int64_t issued = 0;  // thread 0's: copies issued so far
+  if (tid == 0) {
+    for (int k = 0; k < K; ++k) duet_mbarrier_init(&landed[k], 1);
+    duet_mbarrier_init_fence();
+    for (; issued < K && issued < copies; ++issued) copy(issued);
+  }
+  __syncthreads();
+
+  std::int64_t consumed = 0;  // copies of earlier rows, all freed
+  int parity = 0;
+  for (std::int64_t row = group; row < a.rows; row += groups, parity ^= 1) {
+    // Pass A: online (max, sum) over the thread's vectors of each stage as
+    // it lands.
+    float m = kNegInf;
+    float s = 0.0f;
+    for (int j = 0; j < stages; ++j) {
+      const std::int64_t n = consumed + j;
+      const int slot = static_cast<int>(n % K);
+      while (!duet_mbarrier_try_wait(&landed[slot], static_cast<unsigned>((n / K) & 1))) {
+      }
+#pragma unroll
+      for (int v = 0; v < VPT; ++v) {
+        const std::int64_t i = std::int64_t(j) * SV + v * nt + tid;
+        if (i < slice_vecs) {
+          const H h = ring[std::int64_t(slot) * SV + v * nt + tid];
+          online_add<VEC>(m, s, [&](int e) { return held_at<T>(h, e); });
+        }
+      }
+    }
+    const float m_blk = block_reduce(m, scratch[0], MaxOp{});
+    s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
+    m = m_blk;
+    if (blocks > 1) {
+      if (tid == 0) pair[parity] = make_float2(m, s);
+      cluster.sync();
+      // Every warp combines the cluster's pairs itself (cluster_row's way).
+      const int b = tid % kMaxClusterBlocks;
+      const float2 q = b < blocks ? *cluster.map_shared_rank(&pair[parity], b) : make_float2(kNegInf, 0.0f);
+      m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
+      s = group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, m), SumOp{});
+    }
+    const float inv_s = 1.0f / s;
+    const float log_s = logf(s);
+    // Pass B: the output from the stages still in shared memory; each stage
+    // is freed (a barrier: every thread has read it) and copied into again.
+    H* const orow = reinterpret_cast<H*>(row_ptr<T, VEC>(a.out, row, a.out_stride)) + slice.begin;
+    for (int j = 0; j < stages; ++j) {
+      const int slot = static_cast<int>((consumed + j) % K);
+#pragma unroll
+      for (int v = 0; v < VPT; ++v) {
+        const std::int64_t i = std::int64_t(j) * SV + v * nt + tid;
+        if (i < slice_vecs) {
+          const H h = ring[std::int64_t(slot) * SV + v * nt + tid];
+          store_streaming(orow + i, make_held<T, H>([&](int e) {
+                            return forward_value(held_at<T>(h, e), m, inv_s, log_s, a.log);
+                          }));
+        }
+      }
+      __syncthreads();
+      if (tid == 0 && issued < copies) copy(issued++);
+    }
+    consumed += stages;
+  }
+  // A block's shared memory must outlive every remote read of it.
+  if (blocks > 1) cluster.sync();
+#else
+  (void)a;
+#endif
+}
+
 }  // namespace duet::DUET_NS::kernels
