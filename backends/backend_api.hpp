@@ -42,11 +42,10 @@ KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize);
 int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads,
                             std::int64_t dynamic_smem);
 
-// Clusters of `cluster_blocks` blocks of a cluster_row or ring_row variant
-// (with that much dynamic shared memory a block) the device holds at once
-// (cudaOccupancyMaxActiveClusters); 0 where none fits or the vendor has no
-// clusters.
-int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem);
+// Clusters of `cluster_blocks` blocks of a cluster_row variant the device
+// holds at once (cudaOccupancyMaxActiveClusters); 0 where none fits or the
+// vendor has no clusters.
+int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks);
 void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry& geometry,
                     const LaunchGeometry& finalize_geometry, void* stream);
 

@@ -3,12 +3,12 @@
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
 # .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
 # in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
-#   info tests tests_split tests_ring pytest cold ring ab split stream tutorial compare
+#   info tests tests_split pytest cold ab split stream tutorial compare
 #   (default: all, in that order)
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
-STEPS=${STEPS:-info tests tests_split tests_ring pytest cold ring ab split stream tutorial compare}
+STEPS=${STEPS:-info tests tests_split pytest cold ab split stream tutorial compare}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export DUET_LIBRARY="$PWD/$B/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
@@ -22,9 +22,9 @@ for step in $STEPS; do
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
         "$B/tools/deviceinfo"
         "$B/tools/deviceinfo" --plan 4096x8192:f32 --plan 2048x32768:f32 --plan 1024x65536:f32 --plan 512x131072:f32 \
-          --plan 256x327680:f32 --plan 64x1048576:f32 --plan 65536x1024:bf16 --plan 2048x65536:bf16 --plan 512x262144:bf16
+          --plan 64x1048576:f32 --plan 65536x1024:bf16 --plan 2048x65536:bf16 --plan 512x262144:bf16
       } > "$OUT/deviceinfo.txt" 2>&1
-      grep -E "variant|cluster:|ring:" "$OUT/deviceinfo.txt" ;;
+      grep -E "variant|cluster:" "$OUT/deviceinfo.txt" ;;
     tests)
       # The whole suite; then the kernels clusters replace (ctest runs the
       # one-wave persistent grid too: gpu_persistent_grid).
@@ -42,28 +42,11 @@ for step in $STEPS; do
       DUET_REQUIRE_GPU=1 DUET_STRATEGY=split_stream DUET_STREAM_SLACK=1 timeout 150 "$B/tests/duet_gpu_tests" "$CASES" \
         > "$OUT/gpu_tests_split_stream_tight.log" 2>&1
       echo "split_stream tight rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_split_stream_tight.log" | head ;;
-    tests_ring)
-      # ring_row wherever it fits past group_rows (rows of one stage and less
-      # too), and the kernels it replaces (DUET_RING=0), as CTest does.
-      CASES="--test-case=every strategy boundary*,many more rows*,inf*,strided*"
-      DUET_REQUIRE_GPU=1 DUET_RING=prefer timeout 200 "$B/tests/duet_gpu_tests" "$CASES" > "$OUT/gpu_tests_ring_everywhere.log" 2>&1
-      echo "ring everywhere rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_ring_everywhere.log" | head
-      DUET_REQUIRE_GPU=1 DUET_RING=0 timeout 150 "$B/tests/duet_gpu_tests" "--test-case=every strategy boundary*,inf*" \
-        > "$OUT/gpu_tests_without_ring.log" 2>&1
-      echo "without ring rc $?"; grep -E "ERROR|test cases" "$OUT/gpu_tests_without_ring.log" | head ;;
     pytest)
       DUET_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests > "$OUT/pytest.log" 2>&1
       echo "pytest rc $?"; grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest.log" | head -20; tail -2 "$OUT/pytest.log" ;;
     cold)
       timeout 170 "$B/tools/duet-bench" --sweep cold --dtype f32 --dtype bf16 --commit "$COMMIT" --json "$OUT/bench_cold.json" 2>&1 | tail -45 ;;
-    ring)
-      # ring_row (the default past block_row twice an SM) against the kernels
-      # it replaces (DUET_RING=0) and everywhere past group_rows (=prefer).
-      C="--cols 4096 --cols 16384 --cols 24576 --cols 32768 --cols 40960 --cols 65536 --cols 98304 --cols 131072"
-      C="$C --cols 262144 --cols 327680 --cols 524288"
-      for env in "DUET_RING=" "DUET_RING=0" "DUET_RING=prefer"; do
-        echo "-- $env"; env $env timeout 120 "$B/tools/duet-bench" --dtype f32 --dtype bf16 $C --no-check 2>&1 | grep -E "^softmax|copy"
-      done | tee "$OUT/bench_ring_ab.txt" | cut -c1-110 ;;
     ab)
       # Rows past one block's registers: clusters (default), none, and
       # clusters also where one block_row fits once an SM.

@@ -29,9 +29,6 @@ struct SoftmaxArgs {
   // many work items the second pass trails the first by
   unsigned* counters;
   std::int64_t lag;
-  // ring_row: stages in the shared-memory ring (dynamic shared memory of
-  // ring_stages x ring_stage_vecs() 16-byte vectors)
-  int ring_stages;
 };
 
 // split_stream's workspace: the counters (a 64-bit ticket counter, then a

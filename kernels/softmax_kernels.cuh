@@ -439,14 +439,121 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
   block_row_body<T, VEC, VPT, BWD, true>(a, dynamic_smem, scratch);
 }
 
+// ---------------------------------------------------------------- held vectors
+// A chunk's vectors as a thread holds them: 16 bytes as one native vector
+// (four 32-bit registers; a pack of eight 16-bit values was held in eight and
+// spilled: ptxas -v, sm_90), narrower packs as they are (the scalar path).
+template <class T, int VEC>
+using Held = std::conditional_t<sizeof(Pack<T, VEC>) == 16, DUET_RAW16, Pack<T, VEC>>;
+
+// Element e of a held vector, as float (e is a constant once unrolled).
+template <class T, class H>
+__device__ __forceinline__ float held_at(const H& h, int e) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(DUET_RAW16_WORD(h, e));
+    } else {
+      const unsigned w = DUET_RAW16_WORD(h, e / 2);
+      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
+    }
+  } else {
+    return to_float(h.v[e]);
+  }
+}
+
+// Two floats rounded to 16-bit T in one word, the first in the low half: one
+// cvt.rn.{bf16x2,f16x2}.f32 on sm_80+ where per-element conversion took a
+// cvt, a shift and an or per pair.
+template <class T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned w;
+  if constexpr (std::is_same_v<T, bf16_t>)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+#else
+  return unsigned(from_float<T>(lo).bits) | unsigned(from_float<T>(hi).bits) << 16;
+#endif
+}
+
+// A held vector whose element e is f(e), rounded to T.
+template <class T, class H, class F>
+__device__ __forceinline__ H make_held(F f) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4)
+        w[i] = __float_as_uint(f(i));
+      else
+        w[i] = pack2<T>(f(2 * i), f(2 * i + 1));
+    }
+    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
+  } else {
+    H o;
+#pragma unroll
+    for (int e = 0; e < int(sizeof(H) / sizeof(T)); ++e) o.v[e] = from_float<T>(f(e));
+    return o;
+  }
+}
+
+// ---------------------------------------------------------------- cluster pairs
+// A cluster's blocks exchange their (max, sum) pairs for a row without a
+// cluster barrier: each block stores its pair into every block's slot for it
+// (itself included) with st.async, which counts the 8 bytes on the
+// receiver's mbarrier, and each block waits on its own barrier. The
+// barrier.cluster.arrive it replaces has release semantics (ptxas emits
+// MEMBAR.ALL.GPU), so every block first waited for its stores of the
+// previous row to be acknowledged, with nothing in flight.
+// Two buffers alternate by row: a block sends row r + 2's pair only after it
+// has every pair of row r + 1, and each block sends that only past a block
+// barrier that its threads reach after reading row r's pairs.
+struct ClusterPairs {
+  float2 pairs[2][kMaxClusterBlocks];
+  unsigned long long arrived[2];
+};
+
+#if DUET_DEVICE_CLUSTERS
+// Thread 0 initialises the barriers; the caller then syncs the cluster once,
+// so no block stores into a peer's barrier before it is set up.
+__device__ __forceinline__ void cluster_pairs_init(ClusterPairs& cp) {
+  if (threadIdx.x == 0) {
+    duet_mbarrier_init(&cp.arrived[0], 1);
+    duet_mbarrier_init(&cp.arrived[1], 1);
+    duet_mbarrier_init_fence();
+  }
+}
+
+// The row's pair from every block's (m, s); `phases` holds each buffer's
+// next phase parity (one bit a buffer, flipped here).
+__device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float m, float s, int blocks, int rank,
+                                                         int parity, unsigned& phases) {
+  const int tid = threadIdx.x;
+  if (tid == 0) duet_mbarrier_expect(&cp.arrived[parity], static_cast<unsigned>(blocks * sizeof(float2)));
+  if (tid < blocks) duet_store_async(&cp.pairs[parity][rank], make_float2(m, s), &cp.arrived[parity], tid);
+  while (!duet_mbarrier_try_wait_cluster(&cp.arrived[parity], (phases >> parity) & 1u)) {
+  }
+  phases ^= 1u << parity;
+  // Every warp combines the pairs itself, lane b (mod 8) holding block b's.
+  const int b = tid % kMaxClusterBlocks;
+  const float2 q = b < blocks ? cp.pairs[parity][b] : make_float2(kNegInf, 0.0f);
+  const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
+  return make_float2(row_m, group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{}));
+}
+#endif
+
 // ---------------------------------------------------------------- cluster_row
 // A row past one block's registers, cut over a thread-block cluster of
 // a.chunks_per_row blocks (the launch's cluster size): block r of a cluster
 // keeps vectors [r * chunk, (r + 1) * chunk) of the row in registers as
 // block_row does (thread t: chunk start + t, + T, ...), reduces them to an
 // online pair (m_r, s_r = sum exp(x - m_r)), and the pairs are exchanged
-// through distributed shared memory with one cluster barrier per row. Read
-// once, write once; 512-thread blocks fit twice an SM. The grid is one wave
+// through distributed shared memory (cluster pairs, above: no cluster
+// barrier a row). Read once, write once; 512-thread blocks fit twice an
+// SM. The grid is one wave
 // of clusters walking the rows (a fresh cluster per row measured 0.74 of
 // copy at f32 N = 65536, a persistent one 0.81: bench/NOTES.md, v10).
 // Hopper (sm_90) and later; never launched elsewhere
@@ -457,16 +564,15 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
   using P = Pack<T, VEC>;
   namespace cg = cooperative_groups;
   __shared__ float scratch[2][kMaxWarpsPerBlock];
-  // This block's pair, double-buffered: a block writes row i + 1's pair
-  // while the others may still read row i's, and comes back to row i's
-  // buffer (row i + 2) only past row i + 1's barrier, which every block
-  // reaches after its reads of row i.
-  __shared__ float2 pair[2];
+  __shared__ ClusterPairs cpairs;
   const cg::cluster_group cluster = cg::this_cluster();
   const int blocks = a.chunks_per_row;
   const int rank = static_cast<int>(cluster.block_rank());
   const int tid = threadIdx.x;
   const int nt = blockDim.x;
+  unsigned phases = 0;
+  cluster_pairs_init(cpairs);
+  cluster.sync();
   const std::int64_t clusters = gridDim.x / blocks;
   // This thread's vectors of every row: first, first + nt, ... (count of
   // them below the slice's end), the same for each row, so computed once.
@@ -506,32 +612,34 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
           for (int e = 0; e < VEC; ++e) s += to_float(x[j].v[e]) == kNegInf ? 0.0f : to_float(x[j].v[e]);
     }
     s = block_reduce(s, scratch[1], SumOp{});
-    if (tid == 0) pair[parity] = make_float2(m, s);
-    cluster.sync();
-
-    // Every warp combines the cluster's pairs on its own, lane b (mod 8)
-    // holding block b's: one distributed shared-memory load a lane and
-    // shuffles, no further barrier. (An array of the 8 pairs a thread beside
-    // the row's registers spilled at 8 vectors a thread: ptxas -v, sm_90.)
-    const int b = tid % kMaxClusterBlocks;
-    const float2 q = b < blocks ? *cluster.map_shared_rank(&pair[parity], b) : make_float2(kNegInf, 0.0f);
-    const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
-    const float row_s = group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{});
-    const float inv_s = 1.0f / row_s;
-    const float log_s = logf(row_s);
+    const float2 stats = cluster_pairs_exchange(cpairs, m, s, blocks, rank, parity, phases);
+    const float row_m = stats.x;
+    const float row_s = stats.y;
+    // One per-row constant k (a register: the row's vectors fill the rest):
+    // log_softmax subtracts log s; softmax multiplies by 1/s, except for
+    // 16-bit results, where exp(x - m) / s is one exp2 of (x - m) log2e -
+    // log2 s, an FFMA in place of two FMULs, whose ~1e-6 relative error is
+    // far below their rounding (2^-9 bf16, 2^-12 f16).
+    const float k = a.log ? logf(row_s) : sizeof(T) == 2 ? log2f(row_s) : 1.0f / row_s;
+    auto out = [&](float v) {
+      const float d = v - row_m;
+      if (a.log) return d - k;
+      if constexpr (sizeof(T) == 2)
+        return fast_exp2(fmaf(d, kLog2e, -k));
+      else
+        return fast_exp2(d * kLog2e) * k;  // forward_value's arithmetic
+    };
     P* orow = row_ptr<T, VEC>(a.out, row, a.out_stride) + first;
 #pragma unroll
     for (int j = 0; j < VPT; ++j)
       if (valid(j)) {
         P o;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), row_m, inv_s, log_s, a.log));
+        for (int e = 0; e < VEC; ++e) o.v[e] = from_float<T>(out(to_float(x[j].v[e])));
         orow[std::int64_t(j) * nt] = o;
       }
   }
-  // A block's shared memory must outlive every remote read of it: no block
-  // leaves before all have read the last row's pairs.
+  // No block leaves while a peer may still store into its shared memory.
   cluster.sync();
 #else
   (void)a;
@@ -645,49 +753,6 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
 // blocks already running hold and finish without waiting on later tickets. So
 // the wait always ends, whatever the grid and whatever else shares the device.
 // Each thread holds VPT vectors of a chunk (chunk_elems = threads x VPT x VEC).
-
-// A chunk's vectors as a thread holds them: 16 bytes as one native vector
-// (four 32-bit registers; a pack of eight 16-bit values was held in eight and
-// spilled: ptxas -v, sm_90), narrower packs as they are (the scalar path).
-template <class T, int VEC>
-using Held = std::conditional_t<sizeof(Pack<T, VEC>) == 16, DUET_RAW16, Pack<T, VEC>>;
-
-// Element e of a held vector, as float (e is a constant once unrolled).
-template <class T, class H>
-__device__ __forceinline__ float held_at(const H& h, int e) {
-  if constexpr (std::is_same_v<H, DUET_RAW16>) {
-    if constexpr (sizeof(T) == 4) {
-      return __uint_as_float(DUET_RAW16_WORD(h, e));
-    } else {
-      const unsigned w = DUET_RAW16_WORD(h, e / 2);
-      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
-      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
-    }
-  } else {
-    return to_float(h.v[e]);
-  }
-}
-
-// A held vector whose element e is f(e), rounded to T.
-template <class T, class H, class F>
-__device__ __forceinline__ H make_held(F f) {
-  if constexpr (std::is_same_v<H, DUET_RAW16>) {
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (sizeof(T) == 4)
-        w[i] = __float_as_uint(f(i));
-      else
-        w[i] = unsigned(from_float<T>(f(2 * i)).bits) | unsigned(from_float<T>(f(2 * i + 1)).bits) << 16;
-    }
-    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
-  } else {
-    H o;
-#pragma unroll
-    for (int e = 0; e < int(sizeof(H) / sizeof(T)); ++e) o.v[e] = from_float<T>(f(e));
-    return o;
-  }
-}
 
 // Loads and stores of held vectors; the 16-byte ones with cache hints where
 // asked (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in
@@ -874,129 +939,6 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
     if (tid == 0) ticket[slot ^ 1] = t_next;
     __syncthreads();
   }
-}
-
-// ---------------------------------------------------------------- ring_row
-// A row (or block r's slice of it, over a cluster of a.chunks_per_row
-// blocks: vectors [r * chunk, (r + 1) * chunk)) streamed through a ring of
-// a.ring_stages shared-memory stages of kRingRowThreads x VPT vectors by the
-// bulk copy engine, one block an SM. Thread 0 keeps the ring full: the
-// block's copies form one sequence (its rows in turn, each row's slice stage
-// by stage), copy n lands in stage n % ring_stages, and a stage is copied
-// into again only once the block has written its output. So while a row is
-// reduced, and while its cluster exchanges pairs, the next row's first
-// stages are already on their way, and no thread waits on memory it could
-// have asked for earlier (cluster_row's blocks each wait for the slowest
-// one with nothing in flight: 0.81 of copy at f32 N = 65536; bench/NOTES.md).
-// Per row: pass A reduces each landed stage into a running (max, sum) pair;
-// the block's pairs, then the cluster's (through distributed shared memory,
-// one cluster barrier, as cluster_row), give the row's; pass B reads the
-// stages again from shared memory, writes the output and frees each stage.
-// Read once, write once. Needs 16-byte aligned rows (the vector path).
-// Hopper (sm_90) and later; never launched elsewhere (planner).
-template <class T, int VEC, int VPT>
-__global__ void __launch_bounds__(kRingRowThreads, 1) ring_row_kernel(SoftmaxArgs a) {
-#if DUET_DEVICE_BULK_COPY && DUET_DEVICE_CLUSTERS
-  using H = Held<T, VEC>;
-  static_assert(sizeof(H) == 16, "ring_row moves 16-byte vectors");
-  namespace cg = cooperative_groups;
-  extern __shared__ float4 dynamic_smem[];
-  __shared__ unsigned long long landed[kRingMaxStages];
-  __shared__ float scratch[2][kMaxWarpsPerBlock];
-  __shared__ float2 pair[2];  // as cluster_row's: double-buffered by row parity
-  constexpr int nt = kRingRowThreads;
-  constexpr int SV = nt * VPT;  // vectors a stage
-  H* const ring = reinterpret_cast<H*>(dynamic_smem);
-  const int tid = threadIdx.x;
-  const int K = a.ring_stages;
-  const int blocks = a.chunks_per_row;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int rank = blocks > 1 ? static_cast<int>(cluster.block_rank()) : 0;
-  const std::int64_t groups = gridDim.x / blocks;  // clusters (blocks without one)
-  const std::int64_t group = blockIdx.x / blocks;
-  const Chunk slice = chunk_of<VEC>(a, rank);  // .row unused: the same vectors of every row
-  const std::int64_t slice_vecs = slice.end > slice.begin ? slice.end - slice.begin : 0;
-  const int stages = static_cast<int>((slice_vecs + SV - 1) / SV);  // a row's stages
-  const std::int64_t rows_here = group < a.rows ? (a.rows - 1 - group) / groups + 1 : 0;
-  const std::int64_t copies = rows_here * stages;
-
-  // Copy n of this block's sequence: stage n % stages of its rows' n / stages.
-  auto copy = [&](std::int64_t n) {
-    const int slot = static_cast<int>(n % K);
-    const std::int64_t row = group + (n / stages) * groups;
-    const std::int64_t v0 = slice.begin + (n % stages) * SV;
-    const std::int64_t count = slice.end - v0 < SV ? slice.end - v0 : SV;
-    const H* src = reinterpret_cast<const H*>(row_ptr<T, VEC>(a.x, row, a.x_stride)) + v0;
-    duet_bulk_load(ring + std::int64_t(slot) * SV, src, static_cast<unsigned>(count * 16), &landed[slot]);
-  };
-  std::int64_t issued = 0;  // thread 0's: copies issued so far
-  if (tid == 0) {
-    for (int k = 0; k < K; ++k) duet_mbarrier_init(&landed[k], 1);
-    duet_mbarrier_init_fence();
-    for (; issued < K && issued < copies; ++issued) copy(issued);
-  }
-  __syncthreads();
-
-  std::int64_t consumed = 0;  // copies of earlier rows, all freed
-  int parity = 0;
-  for (std::int64_t row = group; row < a.rows; row += groups, parity ^= 1) {
-    // Pass A: online (max, sum) over the thread's vectors of each stage as
-    // it lands.
-    float m = kNegInf;
-    float s = 0.0f;
-    for (int j = 0; j < stages; ++j) {
-      const std::int64_t n = consumed + j;
-      const int slot = static_cast<int>(n % K);
-      while (!duet_mbarrier_try_wait(&landed[slot], static_cast<unsigned>((n / K) & 1))) {
-      }
-#pragma unroll
-      for (int v = 0; v < VPT; ++v) {
-        const std::int64_t i = std::int64_t(j) * SV + v * nt + tid;
-        if (i < slice_vecs) {
-          const H h = ring[std::int64_t(slot) * SV + v * nt + tid];
-          online_add<VEC>(m, s, [&](int e) { return held_at<T>(h, e); });
-        }
-      }
-    }
-    const float m_blk = block_reduce(m, scratch[0], MaxOp{});
-    s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
-    m = m_blk;
-    if (blocks > 1) {
-      if (tid == 0) pair[parity] = make_float2(m, s);
-      cluster.sync();
-      // Every warp combines the cluster's pairs itself (cluster_row's way).
-      const int b = tid % kMaxClusterBlocks;
-      const float2 q = b < blocks ? *cluster.map_shared_rank(&pair[parity], b) : make_float2(kNegInf, 0.0f);
-      m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
-      s = group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, m), SumOp{});
-    }
-    const float inv_s = 1.0f / s;
-    const float log_s = logf(s);
-    // Pass B: the output from the stages still in shared memory; each stage
-    // is freed (a barrier: every thread has read it) and copied into again.
-    H* const orow = reinterpret_cast<H*>(row_ptr<T, VEC>(a.out, row, a.out_stride)) + slice.begin;
-    for (int j = 0; j < stages; ++j) {
-      const int slot = static_cast<int>((consumed + j) % K);
-#pragma unroll
-      for (int v = 0; v < VPT; ++v) {
-        const std::int64_t i = std::int64_t(j) * SV + v * nt + tid;
-        if (i < slice_vecs) {
-          const H h = ring[std::int64_t(slot) * SV + v * nt + tid];
-          store_streaming(orow + i, make_held<T, H>([&](int e) {
-                            return forward_value(held_at<T>(h, e), m, inv_s, log_s, a.log);
-                          }));
-        }
-      }
-      __syncthreads();
-      if (tid == 0 && issued < copies) copy(issued++);
-    }
-    consumed += stages;
-  }
-  // A block's shared memory must outlive every remote read of it.
-  if (blocks > 1) cluster.sync();
-#else
-  (void)a;
-#endif
 }
 
 }  // namespace duet::DUET_NS::kernels

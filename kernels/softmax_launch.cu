@@ -32,9 +32,6 @@ constexpr KernelPair make_entry() {
   } else if constexpr (v.strategy == Strategy::cluster_row) {
     static_assert(!v.backward);
     return {&kernels::cluster_row_kernel<T, v.vec, v.vpt>, nullptr};
-  } else if constexpr (v.strategy == Strategy::ring_row) {
-    static_assert(!v.backward);
-    return {&kernels::ring_row_kernel<T, v.vec, v.vpt>, nullptr};
   } else if constexpr (v.strategy == Strategy::split_stream) {
     return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else {
@@ -67,22 +64,6 @@ KernelFn pick(int variant, bool finalize) {
 std::mutex g_smem_mutex;
 std::array<std::array<std::int64_t, kVariantCount>, 64> g_smem_limit{};
 
-// Raises a kernel's dynamic shared-memory limit to `bytes` once per device
-// and variant. Blocks past 48 KiB of shared memory, static plus dynamic,
-// need this explicit opt-in (CUDA C Programming Guide, "Shared Memory"; HIP
-// accepts the call); 48 KiB of dynamic memory plus the kernel's static
-// scratch failed to launch without it, so any dynamic size opts in.
-void raise_smem_limit(int ordinal, int variant, KernelFn fn, std::int64_t bytes) {
-  if (bytes <= 0) return;
-  std::lock_guard<std::mutex> lock(g_smem_mutex);
-  auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
-  if (limit < bytes) {
-    DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)));
-    limit = bytes;
-  }
-}
-
 }  // namespace
 
 KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize) {
@@ -103,19 +84,20 @@ KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize) {
 int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {
   const KernelFn fn = pick(variant, finalize);
   DeviceGuard guard(ordinal);
-  raise_smem_limit(ordinal, variant, fn, dynamic_smem);
+  if (dynamic_smem > 0)
+    DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)));
   int blocks = 0;
   DUET_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, static_cast<size_t>(dynamic_smem)));
   return blocks;
 }
 
-int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem) {
+int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks) {
   const KernelFn fn = pick(variant, false);
   DeviceGuard guard(ordinal);
-  raise_smem_limit(ordinal, variant, fn, dynamic_smem);
   int clusters = 0;
   DUET_GPU_CHECK(vendor::max_active_clusters(&clusters, reinterpret_cast<const void*>(fn),
-                                             dim3(static_cast<unsigned>(threads)), static_cast<size_t>(dynamic_smem),
+                                             dim3(static_cast<unsigned>(threads)), 0,
                                              static_cast<unsigned>(cluster_blocks)));
   return clusters;
 }
@@ -127,9 +109,22 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   const auto s = static_cast<cudaStream_t>(stream);
   auto launch_one = [&](bool finalize, const LaunchGeometry& g) {
     const KernelFn fn = pick(variant, finalize);
-    raise_smem_limit(ordinal, variant, fn, g.dynamic_smem);
+    if (g.dynamic_smem > 0) {
+      // Blocks past 48 KiB of shared memory, static plus dynamic, need an
+      // explicit opt-in (CUDA C Programming Guide, "Shared Memory"; HIP
+      // accepts the call). 48 KiB of dynamic memory plus the kernel's static
+      // scratch failed to launch without it, so any dynamic size opts in.
+      std::lock_guard<std::mutex> lock(g_smem_mutex);
+      auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
+      if (limit < g.dynamic_smem) {
+        DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(g.dynamic_smem)));
+        limit = g.dynamic_smem;
+      }
+    }
     const dim3 grid(static_cast<unsigned>(g.grid)), block(static_cast<unsigned>(g.block));
-    if (v.strategy == Strategy::cluster_row || (v.strategy == Strategy::ring_row && args.chunks_per_row > 1)) {
+    if (v.strategy == Strategy::cluster_row) {
       DUET_GPU_CHECK(vendor::launch_cluster(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s,
                                             static_cast<unsigned>(args.chunks_per_row), args));
     } else {

@@ -38,13 +38,6 @@ enum class Strategy : int {
   // ticket queue, the second pass trailing the first by a window the L2
   // holds, so the second read of a chunk mostly hits L2.
   split_stream = 5,
-  // A row (or, over a thread-block cluster of 2..kMaxClusterBlocks blocks, a
-  // slice of it) streamed through a ring of shared-memory stages by the bulk
-  // copy engine (sm_90+), one block an SM: the row stays on chip from its
-  // read to its write, and the next rows' copies are in flight while a row
-  // is reduced and its blocks exchange (max, sum) pairs. Reads once, writes
-  // once. Forward, 16-byte vectors.
-  ring_row = 6,
 };
 
 struct Variant {
@@ -81,17 +74,6 @@ inline constexpr int kMaxClusterBlocks = 8;
 // cluster barrier was pending, needed twice the blocks and measured slower:
 // bench/NOTES.md, v11.)
 inline constexpr int kClusterRowVpt = 8;
-// ring_row: one block of 1024 threads an SM; a stage is a 16-byte vector a
-// thread (16 KiB), and the ring has as many stages as the opt-in shared
-// memory holds (14 on the H100/H200: 224 KiB), at most kRingMaxStages. A
-// block's slice of a row takes at most the ring less kRingMinAhead stages,
-// so at least that many stages of the next row are being copied in while a
-// row is reduced and its cluster exchanges pairs.
-inline constexpr int kRingRowThreads = 1024;
-inline constexpr int kRingRowVpt = 1;
-inline constexpr int kRingMaxStages = 32;
-inline constexpr int kRingMinAhead = 4;
-constexpr std::int64_t ring_stage_vecs() { return std::int64_t(kRingRowThreads) * kRingRowVpt; }
 
 // Rows each group_rows thread loads before reducing the first: enough that
 // a thread has 4 vectors in flight (64 bytes). With one vector per thread per
@@ -127,7 +109,7 @@ constexpr int count_variants() {
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 2; ++v)
         n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 3 +
-             (bwd == 0 && v == 0 ? 2 : 0);
+             (bwd == 0 && v == 0 ? 1 : 0);
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
@@ -150,10 +132,8 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
         out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
         out[i++] = Variant{Strategy::split_stream, dt, bwd != 0, vec, 0, split_stream_vpt(bwd != 0)};
-        if (!bwd && v == 0) {  // forward, 16-byte vectors
+        if (!bwd && v == 0)  // forward, 16-byte vectors
           out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt};
-          out[i++] = Variant{Strategy::ring_row, dt, false, vec, 0, kRingRowVpt};
-        }
       }
   return out;
 }

@@ -97,8 +97,6 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
 #define DUET_DEVICE_CLUSTERS 0
-// No bulk copy engine: ring_row compiles to an empty body and is never planned.
-#define DUET_DEVICE_BULK_COPY 0
 // 16 bytes as one native vector register value: clang keeps arrays of these
 // in registers where arrays of 16-byte structs (copied by memcpy) went to
 // scratch (block_row_smem's staging, kernels/softmax_kernels.cuh).
@@ -192,48 +190,53 @@ __device__ __forceinline__ uint4 duet_load_keep(const uint4* p) {
 #define DUET_DEVICE_CLUSTERS 0
 #endif
 
-// Hopper's bulk copy engine (sm_90+; PTX ISA, "cp.async.bulk" and
-// "mbarrier"): a copy of global memory into this block's shared memory that
-// runs on its own and completes on a transaction-counting barrier, for
-// ring_row. An mbarrier is a 64-bit word in shared memory; each phase here
-// completes on one arrival (the copy's issuer, announcing its bytes) plus
-// the copy's bytes.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define DUET_DEVICE_BULK_COPY 1
+// Cluster-scope signalling on sm_90+ (PTX ISA, "mbarrier", "mapa",
+// "st.async"), for cluster_row's exchange of (max, sum) pairs: a store into
+// another block's shared memory whose bytes complete a transaction-counting
+// barrier there. An mbarrier is a 64-bit word in shared memory.
+#if DUET_DEVICE_CLUSTERS
 __device__ __forceinline__ unsigned duet_smem_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 __device__ __forceinline__ void duet_mbarrier_init(unsigned long long* bar, unsigned arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(duet_smem_address(bar)), "r"(arrivals) : "memory");
 }
-// Makes initialised barriers visible to the copy engine (and the cluster).
+// Makes initialised barriers visible to the rest of the cluster.
 __device__ __forceinline__ void duet_mbarrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
-// global `src` to shared `dst`; the barrier's phase completes when they land.
-__device__ __forceinline__ void duet_bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  const unsigned b = duet_smem_address(bar);
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          duet_smem_address(dst)),
-      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(b)
-      : "memory");
+// The arrival that completes a phase once `bytes` more have been counted.
+__device__ __forceinline__ void duet_mbarrier_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(duet_smem_address(bar)), "r"(bytes)
+               : "memory");
 }
-// Whether the barrier's phase of the given parity has completed (the thread
-// may be suspended a while inside the call: try_wait, not test_wait).
-__device__ __forceinline__ bool duet_mbarrier_try_wait(unsigned long long* bar, unsigned parity) {
+// The address of this block's shared variable `p` in block `rank` of the
+// cluster (mapa), and an 8-byte store there that counts its bytes on that
+// block's barrier `bar` (st.async: no cluster barrier, no fence).
+__device__ __forceinline__ unsigned duet_cluster_address(const void* p, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(duet_smem_address(p)), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void duet_store_async(float2* dst, float2 v, unsigned long long* bar, unsigned rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+                   duet_cluster_address(dst, rank)),
+               "f"(v.x), "f"(v.y), "r"(duet_cluster_address(bar, rank))
+               : "memory");
+}
+// Whether the barrier's phase of the given parity has completed, acquiring
+// at cluster scope what other blocks stored (st.async completes with
+// release at cluster scope). The thread may be suspended a while inside.
+__device__ __forceinline__ bool duet_mbarrier_try_wait_cluster(unsigned long long* bar, unsigned parity) {
   unsigned done;
   asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+      "p;\n}"
       : "=r"(done)
       : "r"(duet_smem_address(bar)), "r"(parity)
       : "memory");
   return done != 0;
 }
-#else
-#define DUET_DEVICE_BULK_COPY 0
 #endif
 #endif
 

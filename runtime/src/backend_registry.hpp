@@ -23,7 +23,7 @@ struct BackendOps {
   std::string (*compiled_targets)();
   KernelAttributes (*kernel_attributes)(int, int, bool);
   int (*occupancy_blocks_per_sm)(int, int, bool, int, std::int64_t);
-  int (*max_active_clusters)(int, int, int, int, std::int64_t);
+  int (*max_active_clusters)(int, int, int, int);
   void (*launch_softmax)(int, int, const SoftmaxArgs&, const LaunchGeometry&, const LaunchGeometry&, void*);
   void* (*device_alloc)(int, std::size_t);
   void (*device_free)(int, void*) noexcept;

@@ -91,8 +91,7 @@ std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& t
 
 int variant_of_kernel(const std::string& mangled, bool* finalize) {
   // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, false>(duet::SoftmaxArgs)";
-  // cluster_row_kernel<float, 4, 8> and ring_row_kernel<float, 4, 1> (forward
-  // only) have no direction flag.
+  // cluster_row_kernel<float, 4, 8> (forward only) has no direction flag.
   static const std::regex shape(R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (true|false))?>)");
   const std::string name = demangle(mangled);
   std::smatch m;
@@ -117,9 +116,6 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
     v.strategy = Strategy::split_row;
     v.vpt = to_int(m[4]);
     fin = kernel == "split_row_finalize";
-  } else if (kernel == "ring_row") {
-    v.strategy = Strategy::ring_row;
-    v.vpt = to_int(m[4]);
   } else if (kernel == "split_stream") {
     v.strategy = Strategy::split_stream;
     v.vpt = to_int(m[4]);
@@ -186,7 +182,6 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
           case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
           case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
-          case Strategy::ring_row: a.max_threads_per_block = kRingRowThreads; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

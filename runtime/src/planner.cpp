@@ -83,39 +83,6 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   return false;
 }
 
-// ring_row for a row of nv vectors: a ring of as many stages as the opt-in
-// shared memory holds, and the fewest blocks (1, then clusters of 2, 4, 8)
-// whose slices fit the ring less kRingMinAhead stages, the next row's
-// share. Returns false where the device has no clusters (no bulk copy
-// engine before sm_90 either), or the row needs more than 8 blocks.
-bool plan_ring_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
-                   const AttributeSource& attributes, Plan& out) {
-  if (!dev.is_gpu() || !dev.cluster_launch || !s.allow_ring || s.backward || vec != dtype_vec16(s.dtype)) return false;
-  const Variant v{Strategy::ring_row, s.dtype, false, vec, 0, kRingRowVpt};
-  const int variant = find_variant(v);
-  if (variant < 0) throw Error(Status::internal, "no compiled kernel for " + variant_name(v));
-  const std::int64_t stage_bytes = ring_stage_vecs() * 16;
-  const std::int64_t room = dev.smem_per_block_optin - attributes(variant, false).static_smem_bytes;
-  const std::int64_t stages = std::min<std::int64_t>(kRingMaxStages, room / stage_bytes);
-  if (stages <= kRingMinAhead) return false;
-  const std::int64_t max_slice = (stages - kRingMinAhead) * ring_stage_vecs();
-  for (int blocks = 1; blocks <= kMaxClusterBlocks; blocks *= 2) {
-    if (blocks > 1 && !s.allow_clusters) return false;
-    const std::int64_t slice = ceil_div(nv, blocks);
-    if (slice > max_slice) continue;
-    out = make_plan(dev, s, v, kRingRowThreads, static_cast<int>(stages) * kRingRowVpt, attributes);
-    out.ring_stages = static_cast<int>(stages);
-    out.chunks_per_row = blocks;
-    out.chunk_elems = slice * vec;
-    out.why = "row of " + std::to_string(nv) + " vectors" +
-              (blocks > 1 ? " over a cluster of " + std::to_string(blocks) + " blocks" : std::string()) + ": " +
-              std::to_string(ceil_div(slice, ring_stage_vecs())) + " stages a block, streamed through a ring of " +
-              std::to_string(stages) + " (" + std::to_string(stages * stage_bytes / 1024) + " KiB) by the bulk copy engine";
-    return out.exact.blocks_per_sm >= 1;
-  }
-  return false;
-}
-
 }  // namespace
 
 Grid grid_for(const Plan& p, std::int64_t rows) {
@@ -128,8 +95,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case Strategy::block_row:
     case Strategy::block_row_smem: work = rows; break;
     case Strategy::split_row:
-    case Strategy::cluster_row:
-    case Strategy::ring_row: work = rows * p.chunks_per_row; break;
+    case Strategy::cluster_row: work = rows * p.chunks_per_row; break;
     case Strategy::split_stream: work = 2 * rows * p.chunks_per_row; break;  // two visits an item
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
@@ -144,12 +110,13 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // cluster_row always gets one wave of clusters: launching a fresh cluster
   // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
   // (H200, bench/NOTES.md v10), the reverse of single blocks.
-  // split_stream's blocks take their work from a queue: one wave. ring_row's
-  // blocks keep their next rows' copies in flight: one wave.
-  const bool clustered = p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::ring_row;
-  const std::int64_t waves = persistent || clustered || p.kernel.strategy == Strategy::split_stream ? 1 : kMaxWaves;
+  // split_stream's blocks take their work from a queue: one wave.
+  const std::int64_t waves =
+      persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
+          ? 1
+          : kMaxWaves;
   std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
-  if (clustered)  // whole clusters
+  if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   Grid g;
   g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
@@ -228,23 +195,19 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
           fits = true;
         }
       }
-      // A cluster of two in place of a block_row that fits once an SM
-      // measured slower on the H200 (f32 N = 32768: 0.80 of copy against
-      // 0.92; bench/NOTES.md, v9), so only on request (DUET_CLUSTER=prefer).
+      // A cluster of two blocks, two an SM, in place of a block_row that
+      // fits once an SM, for 16-bit types: one block an SM leaves its
+      // arithmetic (per byte twice float32's) exposed between its loads and
+      // its stores. On the H200, bf16 N = 40000 / 49152 / 65536 measured
+      // 0.746 / 0.792 / 0.827 of copy as block_row, 0.828 / 0.843 / 0.850
+      // as clusters; float32 keeps block_row (N = 24576 / 32768: 0.92
+      // against 0.85; bench/NOTES.md, v20). DUET_CLUSTER=prefer asks for
+      // clusters for every type.
       Plan clustered;
-      if (s.prefer_clusters && fits && plan.exact.blocks_per_sm == 1 &&
+      const bool prefer = s.prefer_clusters || dtype_size(s.dtype) == 2;
+      if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
           plan_cluster_row(dev, s, vec, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
-    }
-    // ring_row where block_row holds the row only once an SM, or not at all
-    // (everywhere past group_rows with DUET_RING=prefer).
-    Plan ring;
-    if ((!fits || plan.exact.blocks_per_sm == 1 || s.prefer_ring) &&
-        plan_ring_row(dev, s, vec, nv, attributes, ring)) {
-      plan = std::move(ring);
-      fits = true;
-    } else if (fits) {
-      // block_row
     } else if (plan_cluster_row(dev, s, vec, nv, attributes, plan)) {
       fits = true;
     } else {

@@ -127,8 +127,7 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
 // with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
 // passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
-// second pass n items further behind than its row's chunks, DUET_RING=0
-// plans without ring_row, DUET_RING=prefer with it wherever it fits.
+// second pass n items further behind than its row's chunks.
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
     auto env = [](const char* name) {
@@ -138,8 +137,6 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
     SoftmaxShape o;
     o.allow_clusters = env("DUET_CLUSTER") != "0";
     o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
-    o.allow_ring = env("DUET_RING") != "0";
-    o.prefer_ring = env("DUET_RING") == "prefer";
     o.force_split = env("DUET_STRATEGY") == "split_row";
     o.force_stream = env("DUET_STRATEGY") == "split_stream";
     const std::string slack = env("DUET_STREAM_SLACK");
@@ -156,8 +153,6 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   }();
   shape.allow_clusters = overrides.allow_clusters;
   shape.prefer_clusters = overrides.prefer_clusters;
-  shape.allow_ring = overrides.allow_ring;
-  shape.prefer_ring = overrides.prefer_ring;
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;
@@ -176,14 +171,13 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
       SoftmaxShape shape = shape_with_overrides({c.dtype, c.backward, c.rows, c.cols, vec});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
-      if (fresh.kernel.strategy == Strategy::cluster_row ||
-          (fresh.kernel.strategy == Strategy::ring_row && fresh.chunks_per_row > 1)) {
+      if (fresh.kernel.strategy == Strategy::cluster_row) {
         // The occupancy model counts blocks per SM; how many clusters find
         // room together (a cluster's blocks share one GPC) is the vendor's
         // answer, and it sizes the grid's waves.
         const int clusters = detail::backend(dev.backend())
                                  .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
-                                                      fresh.chunks_per_row, fresh.launch.dynamic_smem_bytes);
+                                                      fresh.chunks_per_row);
         if (clusters < 1) {
           log::warn("{}: no cluster of {} x {} fits; planning without clusters", dev.label(), fresh.chunks_per_row,
                     variant_name(fresh.kernel));
@@ -268,7 +262,6 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  a.ring_stages = plan.ring_stages;
   Workspaces::Lease workspace;
   if (grid.workspace_bytes > 0) {
     workspace = workspaces().get(dev, c.stream, grid.workspace_bytes);
@@ -334,10 +327,8 @@ KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool fin
   return cached_attributes(dev, variant, finalize);
 }
 
-int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks,
-                             std::int64_t dynamic_smem) {
-  return detail::backend(dev.backend())
-      .max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks, dynamic_smem);
+int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks) {
+  return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks);
 }
 
 int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {

@@ -167,7 +167,6 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   const __int128 cols = s.cols;
   const __int128 launch_rows = s.rows;
   const bool cluster = p.kernel.strategy == Strategy::cluster_row;
-  const bool ring = p.kernel.strategy == Strategy::ring_row;
   const bool stream = p.kernel.strategy == Strategy::split_stream;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (p.kernel.strategy == Strategy::group_rows) {
@@ -182,26 +181,13 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     // none empty; split_row: one (max, sum) float pair per (row, chunk);
     // split_stream: its counters first, two visits an item, the second pass
     // at least a row's chunks behind (its queue's progress rests on it);
-    // cluster_row: a block's threads hold its chunk, at most 8 a cluster;
-    // ring_row: 1 to 8 blocks, a slice within the ring less the next row's
-    // stages, the ring in the dynamic shared memory.
+    // cluster_row: a block's threads hold its chunk, at most 8 a cluster.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
     if (cluster) {
       FUZZ_CHECK(d.cluster_launch && !s.backward && p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks, ctx);
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems, ctx);
-      FUZZ_CHECK(p.workspace_bytes == 0, ctx);
-    } else if (ring) {
-      const int c = p.chunks_per_row;
-      FUZZ_CHECK(d.cluster_launch && !s.backward && c >= 1 && c <= duet::kMaxClusterBlocks && (c & (c - 1)) == 0, ctx);
-      FUZZ_CHECK(p.ring_stages > duet::kRingMinAhead && p.ring_stages <= duet::kRingMaxStages, ctx);
-      FUZZ_CHECK(p.launch.threads_per_block == duet::kRingRowThreads && p.kernel.vec == duet::dtype_vec16(s.dtype), ctx);
-      FUZZ_CHECK(p.chunk_elems % p.kernel.vec == 0, ctx);
-      FUZZ_CHECK(__int128(p.chunk_elems / p.kernel.vec) <=
-                     __int128(p.ring_stages - duet::kRingMinAhead) * duet::ring_stage_vecs(),
-                 ctx);
-      FUZZ_CHECK(__int128(p.launch.dynamic_smem_bytes) == __int128(p.ring_stages) * duet::ring_stage_vecs() * 16, ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
     } else if (stream) {
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec == p.chunk_elems, ctx);
@@ -232,16 +218,15 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
     const char* persistent = std::getenv("DUET_PERSISTENT");
-    // cluster_row, ring_row: one wave of whole clusters (at least one cluster).
+    // cluster_row: one wave of whole clusters (at least one cluster).
     const std::int64_t waves =
-        cluster || ring || stream || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
-    const __int128 wave = cluster || ring
-                              ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
-                              : __int128(p.resident_blocks);
+        cluster || stream || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
+    const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
+                                  : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
     FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
     FUZZ_CHECK(p.geometry.grid >= std::min<__int128>(work, wave), ctx);
-    if (cluster || ring) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
+    if (cluster) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
   }
 }
 

@@ -167,15 +167,11 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
                   {"workspace_bytes", p.workspace_bytes}};
     if (p.kernel.strategy == duet::Strategy::split_stream) j["split"]["lag_chunks"] = p.stream_lag;
   }
-  if (p.kernel.strategy == duet::Strategy::ring_row)
-    j["ring"] = {{"stages", p.ring_stages}, {"stage_bytes", duet::ring_stage_vecs() * 16}};
-  if (p.kernel.strategy == duet::Strategy::cluster_row ||
-      (p.kernel.strategy == duet::Strategy::ring_row && p.chunks_per_row > 1)) {
+  if (p.kernel.strategy == duet::Strategy::cluster_row) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
     if (e.live && e.live->is_gpu())
       j["cluster"]["vendor_max_active_clusters"] =
-          duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row,
-                                         p.launch.dynamic_smem_bytes);
+          duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row);
   }
   if (e.live && e.live->is_gpu())
     j["vendor_occupancy"] = duet::live_occupancy(*e.live, p.variant, false, p.launch.threads_per_block,
@@ -213,10 +209,6 @@ void print_plan(const json& j) {
       line += "; the device holds " + std::to_string(j["cluster"]["vendor_max_active_clusters"].get<int>()) +
               " such clusters at once (vendor)";
     print_kv("cluster", line);
-  }
-  if (j.contains("ring")) {
-    print_kv("ring", std::to_string(j["ring"]["stages"].get<int>()) + " stages of " +
-                         std::to_string(j["ring"]["stage_bytes"].get<long long>()) + " B in shared memory");
   }
   if (j.contains("split"))
     print_kv("split", std::to_string(j["split"]["chunks_per_row"].get<int>()) + " chunks of " +

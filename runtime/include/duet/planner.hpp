@@ -4,13 +4,9 @@
 // Strategy by row length (vectors of 16 bytes per row, nv):
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
-//   past what block_row holds  ring_row (sm_90+, forward): the row, or a
-//   twice an SM                slice of it over a cluster of 2..8 blocks,
-//                             streamed through a shared-memory ring, one
-//                             block an SM
-//   fits a cluster's registers cluster_row (sm_90+, forward, DUET_RING=0):
-//                             2..8 blocks a row, each slice in registers;
-//                             before block_row_smem and split_row
+//   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
+//                             row, each slice in registers; before
+//                             block_row_smem and split_row
 //   wider                     split_stream: chunks, online (max, sum), two
 //                             passes in one launch, the second reading
 //                             from L2 (split_row: the same in two kernels,
@@ -46,10 +42,6 @@ struct SoftmaxShape {
   bool allow_clusters = true;
   // Also for rows one block_row holds at one block an SM (DUET_CLUSTER=prefer).
   bool prefer_clusters = false;
-  // ring_row may be planned (Hopper, forward); DUET_RING=0 asks for the
-  // kernels before it, DUET_RING=prefer for ring_row past group_rows.
-  bool allow_ring = true;
-  bool prefer_ring = false;
   // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
   // comparisons).
   bool force_split = false;
@@ -76,7 +68,6 @@ struct Plan {
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
-  int ring_stages = 0;                  // ring_row: stages of ring_stage_vecs() vectors in the ring
   std::string why;                      // one line: why this strategy
 };
 

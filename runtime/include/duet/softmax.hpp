@@ -61,8 +61,7 @@ KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool fin
 int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem);
 // Clusters of a cluster_row variant the device holds at once
 // (cudaOccupancyMaxActiveClusters); 0 without clusters.
-int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks,
-                             std::int64_t dynamic_smem = 0);
+int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks);
 
 // Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16".
 DType dtype_from_string(const std::string& s);
