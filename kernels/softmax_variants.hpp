@@ -66,11 +66,14 @@ constexpr int split_stream_vpt(bool backward) { return backward ? 4 : 8; }
 inline constexpr int kBlockRowMaxThreads = 1024;
 // cluster_row: blocks of at most 512 threads and 64 registers, so two fit an
 // SM (__launch_bounds__(512, 2)), and clusters of up to 8 blocks, the
-// portable cluster size (CUDA C Programming Guide, "Thread Block Clusters").
+// portable cluster size, or 16, the size Hopper allows a kernel that opts in
+// (CUDA C Programming Guide, "Thread Block Clusters":
+// cudaFuncAttributeNonPortableClusterSizeAllowed), for rows 8 cannot hold.
 inline constexpr int kClusterRowMaxThreads = 512;
-inline constexpr int kMaxClusterBlocks = 8;
-// Vectors a cluster_row thread holds: 8, so 8 blocks of 512 threads hold a
-// row of 32768 vectors. (Holding 4 plus the next row's 4, loaded while the
+inline constexpr int kPortableClusterBlocks = 8;
+inline constexpr int kMaxClusterBlocks = 16;
+// Vectors a cluster_row thread holds: 8, so 16 blocks of 512 threads hold a
+// row of 65536 vectors. (Holding 4 plus the next row's 4, loaded while the
 // cluster barrier was pending, needed twice the blocks and measured slower:
 // bench/NOTES.md, v11.)
 inline constexpr int kClusterRowVpt = 8;

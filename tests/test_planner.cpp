@@ -106,9 +106,9 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   CHECK(split_stream_partials_offset(64) == 272);
   CHECK(p.workspace_bytes == 272 + 64 * (64 + 1) * 8);
   // Fewer visits than blocks: the grid is the work.
-  const Plan one = plan_softmax(h100, shape(1, 1 << 18), recorded(h100));
+  const Plan one = plan_softmax(h100, shape(1, 1 << 19), recorded(h100));
   REQUIRE(one.kernel.strategy == Strategy::split_stream);
-  CHECK(one.geometry.grid == 2 * 16);
+  CHECK(one.geometry.grid == 2 * 32);
   // A slack from the environment (DUET_STREAM_SLACK) replaces the default.
   SoftmaxShape tight = shape(64, 1 << 20);
   tight.stream_slack = 1;
@@ -142,44 +142,57 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
     s.allow_clusters = clusters;
     return plan_softmax(d, s, recorded(d));
   };
-  // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors.
+  // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors hold
+  // it; 8 blocks of 256, four an SM, is the plan (up to 8 blocks while each
+  // keeps 128 threads).
   const Plan p = plan(h100, 65536);
   CHECK(p.kernel.strategy == Strategy::cluster_row);
-  CHECK(p.chunks_per_row == 4);
-  CHECK(p.chunk_elems == 16384);
-  CHECK(p.launch.threads_per_block == 512);
+  CHECK(p.chunks_per_row == 8);
+  CHECK(p.chunk_elems == 8192);
+  CHECK(p.launch.threads_per_block == 256);
   CHECK(p.kernel.vpt == 8);
-  CHECK(p.exact.blocks_per_sm == 2);  // two slices an SM; block_row_smem holds one row
+  CHECK(p.exact.blocks_per_sm == 4);  // four slices an SM; block_row_smem holds one row
   // One wave of whole clusters, walking the rows.
   CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Widest: 8 blocks; one vector more goes to split_stream (too wide for
-  // shared memory too).
+  // Past 8 blocks of 512, 16 (a non-portable cluster size); one vector more
+  // goes to split_stream (too wide for shared memory too).
   CHECK(plan(h100, 131072).chunks_per_row == 8);
-  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(h100, 131072).launch.threads_per_block == 512);
+  CHECK(plan(h100, 131076).chunks_per_row == 16);
+  CHECK(plan(h100, 262144).chunks_per_row == 16);
+  CHECK(plan(h100, 262148).kernel.strategy == Strategy::split_stream);
   CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
-  CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 4);
-  // Uneven slices: 40000 floats = 10000 vectors over 4 blocks of 2500.
+  CHECK(plan(h100, 524288, DType::bf16).chunks_per_row == 16);
+  CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 8);
+  CHECK(plan(h100, 131072, DType::bf16).launch.threads_per_block == 256);
+  // Uneven slices: 40000 floats = 10000 vectors over 8 blocks of 1250
+  // (157 threads, rounded up to whole wavefronts: 192).
   const Plan uneven = plan(h100, 40000);
-  CHECK(uneven.chunks_per_row == 4);
-  CHECK(uneven.chunk_elems == 10000);
-  CHECK(uneven.launch.threads_per_block == 320);
-  CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 10000);
+  CHECK(uneven.chunks_per_row == 8);
+  CHECK(uneven.chunk_elems == 5000);
+  CHECK(uneven.launch.threads_per_block == 192);
+  CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
+  // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do.
+  SoftmaxShape sixteen{DType::f32, false, 4096, 131072, true};
+  sixteen.min_cluster_blocks = 16;
+  CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);
   // A row one block_row holds (once an SM, 1024 x 8 vectors) stays there
   // unless clusters are preferred (DUET_CLUSTER=prefer).
   CHECK(plan(h100, 32768).kernel.strategy == Strategy::block_row);
   SoftmaxShape prefer{DType::f32, false, 4096, 32768, true};
   prefer.prefer_clusters = true;
   CHECK(plan_softmax(h100, prefer, recorded(h100)).kernel.strategy == Strategy::cluster_row);
-  CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 2);
+  CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 8);  // 8 x 128 threads
   CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
-  // 16-bit rows that block_row holds only once an SM take a cluster of two
-  // (bf16 65536: 1024 x 8 vectors once an SM, or two blocks of 512 x 8 twice).
-  const Plan bf16_two = plan(h100, 65536, DType::bf16);
-  CHECK(bf16_two.kernel.strategy == Strategy::cluster_row);
-  CHECK(bf16_two.chunks_per_row == 2);
-  CHECK(bf16_two.exact.blocks_per_sm == 2);
+  // 16-bit rows that block_row holds only once an SM take a cluster (bf16
+  // 65536: 1024 x 8 vectors once an SM, or 8 blocks of 128 x 8, eight an SM).
+  const Plan bf16_cluster = plan(h100, 65536, DType::bf16);
+  CHECK(bf16_cluster.kernel.strategy == Strategy::cluster_row);
+  CHECK(bf16_cluster.chunks_per_row == 8);
+  CHECK(bf16_cluster.launch.threads_per_block == 128);
+  CHECK(bf16_cluster.exact.blocks_per_sm == 8);
   CHECK(plan(h100, 32768, DType::bf16).kernel.strategy == Strategy::block_row);  // 512 x 8, twice an SM
   CHECK(plan(h100, 65536, DType::bf16, false).kernel.strategy == Strategy::block_row);  // DUET_CLUSTER=0
   // Without clusters (DUET_CLUSTER=0, or none fits), the single-block kernels.

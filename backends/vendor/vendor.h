@@ -140,15 +140,27 @@ inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, size_t smem, cud
   config.numAttrs = 1;
   return config;
 }
+// Clusters past the portable 8 blocks need the kernel's opt-in (CUDA C
+// Programming Guide, "Thread Block Clusters"; 16 on Hopper).
+inline cudaError_t allow_cluster_size(const void* fn, unsigned cluster) {
+  return cluster > 8 ? cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) : cudaSuccess;
+}
 template <class... Args>
 cudaError_t launch_cluster(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                            unsigned cluster, Args... args) {
+  if (const cudaError_t e = allow_cluster_size(reinterpret_cast<const void*>(fn), cluster); e != cudaSuccess) return e;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = cluster_config(grid, block, smem, stream, cluster, attr);
   return cudaLaunchKernelEx(&config, fn, args...);
 }
-// Clusters of that shape the device can hold at once (0: none fits).
+// Clusters of that shape the device can hold at once (0: none fits, or a
+// size the device refuses).
 inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block, size_t smem, unsigned cluster) {
+  if (allow_cluster_size(fn, cluster) != cudaSuccess) {
+    (void)cudaGetLastError();
+    *clusters = 0;
+    return cudaSuccess;
+  }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t config = cluster_config(dim3(cluster), block, smem, nullptr, cluster, attr);
   return cudaOccupancyMaxActiveClusters(clusters, fn, &config);

@@ -60,27 +60,35 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   return p;
 }
 
-// cluster_row for a row of nv vectors: the fewest blocks (2, 4, 8) whose
-// registers hold the row at 8 vectors a thread and up to 512 threads a
-// block, fewer threads where the slice is short. Returns false where the
-// device has no clusters or the row needs more than 8 blocks.
+// cluster_row for a row of nv vectors at 8 vectors a thread: the fewest
+// blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then more
+// blocks, up to the portable 8, while each keeps at least 128 threads:
+// smaller blocks, more of them an SM, overlap one block's arithmetic with
+// another's loads (H200: f32 N = 65536 0.857 of copy as 4 blocks of 512
+// threads, 0.874 as 8 of 256; bf16 131072 0.814 -> 0.863; bench/NOTES.md,
+// v21). Returns false where the device has no clusters or the row needs
+// more than 16 blocks. 16 is not a portable size: the vendor's count of
+// active clusters (0 where the device refuses it) has the last word.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
   constexpr int vpt = kClusterRowVpt;
-  for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
-    const std::int64_t slice = ceil_div(nv, blocks);
-    if (slice > std::int64_t(kClusterRowMaxThreads) * vpt) continue;
-    const int threads = static_cast<int>(
-        std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
-    out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
-    out.chunks_per_row = blocks;
-    out.chunk_elems = slice * vec;
-    out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
-              std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
-    return out.exact.blocks_per_sm >= 1;
-  }
-  return false;
+  constexpr std::int64_t max_slice = std::int64_t(kClusterRowMaxThreads) * vpt;
+  constexpr std::int64_t min_slice = std::int64_t(128) * vpt;
+  int blocks = 2;
+  while (blocks < kMaxClusterBlocks && ceil_div(nv, blocks) > max_slice) blocks *= 2;
+  if (ceil_div(nv, blocks) > max_slice) return false;
+  while (blocks < kPortableClusterBlocks && ceil_div(nv, 2 * blocks) >= min_slice) blocks *= 2;
+  while (blocks < s.min_cluster_blocks) blocks *= 2;  // DUET_CLUSTER_BLOCKS
+  const std::int64_t slice = ceil_div(nv, blocks);
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
+  out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
+  out.chunks_per_row = blocks;
+  out.chunk_elems = slice * vec;
+  out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
+            std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
+  return out.exact.blocks_per_sm >= 1;
 }
 
 }  // namespace

@@ -127,7 +127,8 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
 // with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
 // passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
-// second pass n items further behind than its row's chunks.
+// second pass n items further behind than its row's chunks,
+// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks.
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
     auto env = [](const char* name) {
@@ -139,6 +140,16 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
     o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
     o.force_split = env("DUET_STRATEGY") == "split_row";
     o.force_stream = env("DUET_STRATEGY") == "split_stream";
+    const std::string cluster_blocks = env("DUET_CLUSTER_BLOCKS");
+    if (!cluster_blocks.empty()) {
+      o.min_cluster_blocks = cluster_blocks == "2"    ? 2
+                             : cluster_blocks == "4"  ? 4
+                             : cluster_blocks == "8"  ? 8
+                             : cluster_blocks == "16" ? 16
+                                                      : -1;
+      require(o.min_cluster_blocks > 0, Status::invalid_argument,
+              "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
+    }
     const std::string slack = env("DUET_STREAM_SLACK");
     if (!slack.empty()) {
       try {
@@ -153,6 +164,7 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   }();
   shape.allow_clusters = overrides.allow_clusters;
   shape.prefer_clusters = overrides.prefer_clusters;
+  shape.min_cluster_blocks = overrides.min_cluster_blocks;
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;

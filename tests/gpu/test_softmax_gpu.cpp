@@ -27,13 +27,13 @@ namespace {
 
 // Row lengths at and around every strategy switch: group sizes (1..32
 // threads, 1..8 vectors), block_row's register and shared-memory limits,
-// cluster_row's 2, 4 and 8 blocks (even and uneven slices), and split_stream,
+// cluster_row's 2 to 16 blocks (even and uneven slices), and split_stream,
 // with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
   return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,
           129,  255,  256,  257,  509,   512,   1000,  1023,  1024,  1025,  2047,  2048,   2049,   4093,   4096,
           4097, 8191, 8192, 8193, 16383, 16384, 16385, 24576, 32768, 32771, 40000, 65536, 65537, 98304, 100003,
-          131072, 131076, 262144, 262145, 1048576};
+          131072, 131076, 262144, 262145, 262148, 524288, 1048576};
 }
 
 std::int64_t rows_for(std::int64_t cols) {
@@ -125,7 +125,7 @@ TEST_CASE("strided, in-place and misaligned calls") {
 
 TEST_CASE("inf, -inf and NaN propagate as in torch") {
   const Device dev = duet::testing::first_gpu();
-  for (std::int64_t cols : {5, 200, 3000, 40000, 70000, 131072, 300000}) {
+  for (std::int64_t cols : {5, 200, 3000, 40000, 70000, 131072, 262144, 300000}) {
     const std::int64_t rows = 8;
     auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
     const float inf = std::numeric_limits<float>::infinity();

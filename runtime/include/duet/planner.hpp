@@ -42,6 +42,9 @@ struct SoftmaxShape {
   bool allow_clusters = true;
   // Also for rows one block_row holds at one block an SM (DUET_CLUSTER=prefer).
   bool prefer_clusters = false;
+  // cluster_row's blocks a cluster at least (DUET_CLUSTER_BLOCKS: 2, 4, 8
+  // or 16; 0: the planner's choice).
+  int min_cluster_blocks = 0;
   // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
   // comparisons).
   bool force_split = false;
