@@ -61,13 +61,15 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }
 
 // cluster_row for a row of nv vectors at 8 vectors a thread: the fewest
-// blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then more
-// blocks, up to the portable 8, while each keeps at least 128 threads:
-// smaller blocks, more of them an SM, overlap one block's arithmetic with
-// another's loads (H200: f32 N = 65536 0.857 of copy as 4 blocks of 512
-// threads, 0.874 as 8 of 256; bf16 131072 0.814 -> 0.863; bench/NOTES.md,
-// v21). Returns false where the device has no clusters or the row needs
-// more than 16 blocks. 16 is not a portable size: the vendor's count of
+// blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then twice
+// as many while each keeps at least 128 threads (up to 8 blocks) or 256
+// (16): smaller blocks, more of them an SM, overlap one block's arithmetic
+// with another's loads. H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of
+// copy as 4 blocks of 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 ->
+// 0.863; f32 131072 0.889 as 8 of 512, 0.906 as 16 of 256; blocks of fewer
+// threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of 192).
+// Returns false where the device has no clusters or the row needs more than
+// s.max_cluster_blocks. 16 is not a portable size: the vendor's count of
 // active clusters (0 where the device refuses it) has the last word.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
@@ -75,11 +77,14 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   constexpr int vpt = kClusterRowVpt;
   constexpr std::int64_t max_slice = std::int64_t(kClusterRowMaxThreads) * vpt;
   constexpr std::int64_t min_slice = std::int64_t(128) * vpt;
+  const int most = std::min(s.max_cluster_blocks, kMaxClusterBlocks);
   int blocks = 2;
-  while (blocks < kMaxClusterBlocks && ceil_div(nv, blocks) > max_slice) blocks *= 2;
+  while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
-  while (blocks < kPortableClusterBlocks && ceil_div(nv, 2 * blocks) >= min_slice) blocks *= 2;
-  while (blocks < s.min_cluster_blocks) blocks *= 2;  // DUET_CLUSTER_BLOCKS
+  while (2 * blocks <= most &&
+         ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
+    blocks *= 2;
+  while (blocks < std::min(s.min_cluster_blocks, most)) blocks *= 2;  // DUET_CLUSTER_BLOCKS
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(
       std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));

@@ -183,21 +183,27 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
       SoftmaxShape shape = shape_with_overrides({c.dtype, c.backward, c.rows, c.cols, vec});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
-      if (fresh.kernel.strategy == Strategy::cluster_row) {
-        // The occupancy model counts blocks per SM; how many clusters find
-        // room together (a cluster's blocks share one GPC) is the vendor's
-        // answer, and it sizes the grid's waves.
+      // The occupancy model counts blocks per SM; how many clusters find
+      // room together (a cluster's blocks share one GPC) is the vendor's
+      // answer, and it sizes the grid's waves. Where none fits: clusters of
+      // at most the portable 8 blocks if the plan had more (16 needs the
+      // device's consent), then none.
+      while (fresh.kernel.strategy == Strategy::cluster_row) {
         const int clusters = detail::backend(dev.backend())
                                  .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
                                                       fresh.chunks_per_row);
-        if (clusters < 1) {
-          log::warn("{}: no cluster of {} x {} fits; planning without clusters", dev.label(), fresh.chunks_per_row,
-                    variant_name(fresh.kernel));
-          shape.allow_clusters = false;
-          fresh = plan_softmax(dev.props(), shape, attributes);
-        } else {
+        if (clusters >= 1) {
           fresh.resident_blocks = std::int64_t(clusters) * fresh.chunks_per_row;
+          break;
         }
+        const bool past_portable = fresh.chunks_per_row > kPortableClusterBlocks;
+        log::warn("{}: no cluster of {} x {} fits; planning {}", dev.label(), fresh.chunks_per_row,
+                  variant_name(fresh.kernel), past_portable ? "clusters of at most 8" : "without clusters");
+        if (past_portable)
+          shape.max_cluster_blocks = kPortableClusterBlocks;
+        else
+          shape.allow_clusters = false;
+        fresh = plan_softmax(dev.props(), shape, attributes);
       }
       log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), c.rows, c.cols,
                  to_string(c.dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,

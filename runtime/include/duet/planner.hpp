@@ -45,6 +45,9 @@ struct SoftmaxShape {
   // cluster_row's blocks a cluster at least (DUET_CLUSTER_BLOCKS: 2, 4, 8
   // or 16; 0: the planner's choice).
   int min_cluster_blocks = 0;
+  // cluster_row's blocks a cluster at most: the runtime lowers it to the
+  // portable 8 where the device holds no cluster of 16.
+  int max_cluster_blocks = kMaxClusterBlocks;
   // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
   // comparisons).
   bool force_split = false;
