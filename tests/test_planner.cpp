@@ -158,10 +158,14 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
   // Past 8 blocks of 512, 16 (a non-portable cluster size); one vector more
   // goes to split_stream (too wide for shared memory too).
-  CHECK(plan(h100, 131072).chunks_per_row == 16);  // 16 blocks of 256 threads
-  CHECK(plan(h100, 131072).launch.threads_per_block == 256);
-  CHECK(plan(h100, 131076).chunks_per_row == 16);
-  CHECK(plan(h100, 65536).chunks_per_row == 8);  // 16 would leave 128 threads a block
+  CHECK(plan(h100, 131072).chunks_per_row == 8);  // 8 blocks of 512 threads
+  CHECK(plan(h100, 131072).launch.threads_per_block == 512);
+  // Clusters of 16 only of 512-thread blocks (smaller ones failed under
+  // synccheck): rows of 32768 < nv <= 57344 vectors go to split_stream.
+  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(h100, 229376).kernel.strategy == Strategy::split_stream);  // 16 x 448 threads
+  CHECK(plan(h100, 229380).chunks_per_row == 16);
+  CHECK(plan(h100, 229380).launch.threads_per_block == 512);
   // Where the device holds no cluster of 16 (the runtime asks the vendor),
   // it plans again with at most 8.
   SoftmaxShape portable{DType::f32, false, 4096, 131072, true};
@@ -171,7 +175,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::split_stream);
   CHECK(plan(h100, 262144).chunks_per_row == 16);
   CHECK(plan(h100, 262148).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 16);
+  CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
   CHECK(plan(h100, 524288, DType::bf16).chunks_per_row == 16);
   CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 8);
   CHECK(plan(h100, 131072, DType::bf16).launch.threads_per_block == 256);
@@ -182,7 +186,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(uneven.chunk_elems == 5000);
   CHECK(uneven.launch.threads_per_block == 192);
   CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
-  // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do.
+  // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do (for A/B).
   SoftmaxShape sixteen{DType::f32, false, 4096, 131072, true};
   sixteen.min_cluster_blocks = 16;
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);

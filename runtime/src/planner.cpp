@@ -61,16 +61,20 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }
 
 // cluster_row for a row of nv vectors at 8 vectors a thread: the fewest
-// blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then twice
-// as many while each keeps at least 128 threads (up to 8 blocks) or 256
-// (16): smaller blocks, more of them an SM, overlap one block's arithmetic
-// with another's loads. H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of
-// copy as 4 blocks of 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 ->
-// 0.863; f32 131072 0.889 as 8 of 512, 0.906 as 16 of 256; blocks of fewer
-// threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of 192).
+// blocks (2, 4, 8) of up to 512 threads that hold the row, then twice as
+// many, up to 8, while each keeps at least 128 threads: smaller blocks,
+// more of them an SM, overlap one block's arithmetic with another's loads.
+// H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of copy as 4 blocks of
+// 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 -> 0.863; blocks of
+// fewer threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of
+// 192). Past 8 blocks, 16 (not a portable size: the vendor's count of active
+// clusters, 0 where the device refuses it, has the last word), and only of
+// 512-thread blocks: clusters of 16 smaller blocks (f32 131072 as 16 of 256:
+// 0.906) ran right in every test and under memcheck and racecheck, but
+// failed with an illegal address under compute-sanitizer's synccheck, which
+// clusters of 16 x 512 and of 8 pass; not explained, so not shipped.
 // Returns false where the device has no clusters or the row needs more than
-// s.max_cluster_blocks. 16 is not a portable size: the vendor's count of
-// active clusters (0 where the device refuses it) has the last word.
+// s.max_cluster_blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
@@ -81,9 +85,8 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   int blocks = 2;
   while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
-  while (2 * blocks <= most &&
-         ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
-    blocks *= 2;
+  if (blocks > kPortableClusterBlocks && ceil_div(nv, blocks) <= max_slice - 64 * vpt) return false;
+  while (2 * blocks <= std::min(most, kPortableClusterBlocks) && ceil_div(nv, 2 * blocks) >= min_slice) blocks *= 2;
   while (blocks < std::min(s.min_cluster_blocks, most)) blocks *= 2;  // DUET_CLUSTER_BLOCKS
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(
