@@ -67,12 +67,13 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 // H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of copy as 4 blocks of
 // 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 -> 0.863; blocks of
 // fewer threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of
-// 192). Past 8 blocks, 16 (not a portable size: the vendor's count of active
-// clusters, 0 where the device refuses it, has the last word), and only of
-// 512-thread blocks: clusters of 16 smaller blocks (f32 131072 as 16 of 256:
-// 0.906) ran right in every test and under memcheck and racecheck, but
-// failed with an illegal address under compute-sanitizer's synccheck, which
-// clusters of 16 x 512 and of 8 pass; not explained, so not shipped.
+// 192). Clusters of 16 (not a portable size: the vendor's count of active
+// clusters, 0 where the device refuses it, has the last word) only on
+// request (DUET_CLUSTER_BLOCKS=16): they measured faster (f32 131072 as 16
+// of 256: 0.906; f32 262144 as 16 of 512: 0.89 against split_stream's 0.75)
+// and ran right in every test and under memcheck and racecheck, but
+// compute-sanitizer's synccheck ends most of them with an illegal address,
+// which no cluster of 8 or fewer gets; not explained, so not planned.
 // Returns false where the device has no clusters or the row needs more than
 // s.max_cluster_blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
@@ -85,7 +86,6 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   int blocks = 2;
   while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
-  if (blocks > kPortableClusterBlocks && ceil_div(nv, blocks) <= max_slice - 64 * vpt) return false;
   while (2 * blocks <= std::min(most, kPortableClusterBlocks) && ceil_div(nv, 2 * blocks) >= min_slice) blocks *= 2;
   while (blocks < std::min(s.min_cluster_blocks, most)) blocks *= 2;  // DUET_CLUSTER_BLOCKS
   const std::int64_t slice = ceil_div(nv, blocks);

@@ -128,7 +128,8 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
 // passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
 // second pass n items further behind than its row's chunks,
-// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks.
+// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks (16: past the
+// portable 8, which the planner does not go by itself).
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
     auto env = [](const char* name) {
@@ -165,6 +166,7 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   shape.allow_clusters = overrides.allow_clusters;
   shape.prefer_clusters = overrides.prefer_clusters;
   shape.min_cluster_blocks = overrides.min_cluster_blocks;
+  if (overrides.min_cluster_blocks > kPortableClusterBlocks) shape.max_cluster_blocks = overrides.min_cluster_blocks;
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;
