@@ -439,67 +439,6 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
   block_row_body<T, VEC, VPT, BWD, true>(a, dynamic_smem, scratch);
 }
 
-// ---------------------------------------------------------------- held vectors
-// A chunk's vectors as a thread holds them: 16 bytes as one native vector
-// (four 32-bit registers; a pack of eight 16-bit values was held in eight and
-// spilled: ptxas -v, sm_90), narrower packs as they are (the scalar path).
-template <class T, int VEC>
-using Held = std::conditional_t<sizeof(Pack<T, VEC>) == 16, DUET_RAW16, Pack<T, VEC>>;
-
-// Element e of a held vector, as float (e is a constant once unrolled).
-template <class T, class H>
-__device__ __forceinline__ float held_at(const H& h, int e) {
-  if constexpr (std::is_same_v<H, DUET_RAW16>) {
-    if constexpr (sizeof(T) == 4) {
-      return __uint_as_float(DUET_RAW16_WORD(h, e));
-    } else {
-      const unsigned w = DUET_RAW16_WORD(h, e / 2);
-      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
-      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
-    }
-  } else {
-    return to_float(h.v[e]);
-  }
-}
-
-// Two floats rounded to 16-bit T in one word, the first in the low half: one
-// cvt.rn.{bf16x2,f16x2}.f32 on sm_80+ where per-element conversion took a
-// cvt, a shift and an or per pair.
-template <class T>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned w;
-  if constexpr (std::is_same_v<T, bf16_t>)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
-#else
-  return unsigned(from_float<T>(lo).bits) | unsigned(from_float<T>(hi).bits) << 16;
-#endif
-}
-
-// A held vector whose element e is f(e), rounded to T.
-template <class T, class H, class F>
-__device__ __forceinline__ H make_held(F f) {
-  if constexpr (std::is_same_v<H, DUET_RAW16>) {
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (sizeof(T) == 4)
-        w[i] = __float_as_uint(f(i));
-      else
-        w[i] = pack2<T>(f(2 * i), f(2 * i + 1));
-    }
-    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
-  } else {
-    H o;
-#pragma unroll
-    for (int e = 0; e < int(sizeof(H) / sizeof(T)); ++e) o.v[e] = from_float<T>(f(e));
-    return o;
-  }
-}
-
 // ---------------------------------------------------------------- cluster pairs
 // A cluster's blocks exchange their (max, sum) pairs for a row without a
 // cluster barrier: each block stores its pair into every block's slot for it
@@ -537,7 +476,8 @@ __device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float
   while (!duet_mbarrier_try_wait_cluster(&cp.arrived[parity], (phases >> parity) & 1u)) {
   }
   phases ^= 1u << parity;
-  // Every warp combines the pairs itself, lane b (mod 8) holding block b's.
+  // Every warp combines the pairs itself, lane b (mod kMaxClusterBlocks)
+  // holding block b's.
   const int b = tid % kMaxClusterBlocks;
   const float2 q = b < blocks ? cp.pairs[parity][b] : make_float2(kNegInf, 0.0f);
   const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
@@ -552,8 +492,8 @@ __device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float
 // block_row does (thread t: chunk start + t, + T, ...), reduces them to an
 // online pair (m_r, s_r = sum exp(x - m_r)), and the pairs are exchanged
 // through distributed shared memory (cluster pairs, above: no cluster
-// barrier a row). Read once, write once; 512-thread blocks fit twice an
-// SM. The grid is one wave
+// barrier a row). Read once, write once; blocks of up to 512 threads fit at
+// least twice an SM. The grid is one wave
 // of clusters walking the rows (a fresh cluster per row measured 0.74 of
 // copy at f32 N = 65536, a persistent one 0.81: bench/NOTES.md, v10).
 // Hopper (sm_90) and later; never launched elsewhere
@@ -753,6 +693,66 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
 // blocks already running hold and finish without waiting on later tickets. So
 // the wait always ends, whatever the grid and whatever else shares the device.
 // Each thread holds VPT vectors of a chunk (chunk_elems = threads x VPT x VEC).
+
+// A chunk's vectors as a thread holds them: 16 bytes as one native vector
+// (four 32-bit registers; a pack of eight 16-bit values was held in eight and
+// spilled: ptxas -v, sm_90), narrower packs as they are (the scalar path).
+template <class T, int VEC>
+using Held = std::conditional_t<sizeof(Pack<T, VEC>) == 16, DUET_RAW16, Pack<T, VEC>>;
+
+// Element e of a held vector, as float (e is a constant once unrolled).
+template <class T, class H>
+__device__ __forceinline__ float held_at(const H& h, int e) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(DUET_RAW16_WORD(h, e));
+    } else {
+      const unsigned w = DUET_RAW16_WORD(h, e / 2);
+      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
+    }
+  } else {
+    return to_float(h.v[e]);
+  }
+}
+
+// Two floats rounded to 16-bit T in one word, the first in the low half: one
+// cvt.rn.{bf16x2,f16x2}.f32 on sm_80+ where per-element conversion took a
+// cvt, a shift and an or per pair.
+template <class T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned w;
+  if constexpr (std::is_same_v<T, bf16_t>)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+#else
+  return unsigned(from_float<T>(lo).bits) | unsigned(from_float<T>(hi).bits) << 16;
+#endif
+}
+
+// A held vector whose element e is f(e), rounded to T.
+template <class T, class H, class F>
+__device__ __forceinline__ H make_held(F f) {
+  if constexpr (std::is_same_v<H, DUET_RAW16>) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4)
+        w[i] = __float_as_uint(f(i));
+      else
+        w[i] = pack2<T>(f(2 * i), f(2 * i + 1));
+    }
+    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
+  } else {
+    H o;
+#pragma unroll
+    for (int e = 0; e < int(sizeof(H) / sizeof(T)); ++e) o.v[e] = from_float<T>(f(e));
+    return o;
+  }
+}
 
 // Loads and stores of held vectors; the 16-byte ones with cache hints where
 // asked (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in

@@ -156,15 +156,15 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Past 8 blocks of 512, 16 (a non-portable cluster size); one vector more
-  // goes to split_stream (too wide for shared memory too).
+  // Widest: 8 blocks of 512; one vector more goes to split_stream (too wide
+  // for shared memory too).
   CHECK(plan(h100, 131072).chunks_per_row == 8);  // 8 blocks of 512 threads
   CHECK(plan(h100, 131072).launch.threads_per_block == 512);
   // Clusters of 16 only on request (DUET_CLUSTER_BLOCKS=16: synccheck fails
   // them): past 8 blocks of 512, split_stream.
   CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_stream);
-  // Where the device holds no cluster of 16 (the runtime asks the vendor),
-  // it plans again with at most 8.
+  // At most 8 blocks (the default, and what the runtime plans again with
+  // where the device holds no cluster of 16).
   SoftmaxShape portable{DType::f32, false, 4096, 131072, true};
   portable.max_cluster_blocks = kPortableClusterBlocks;
   CHECK(plan_softmax(h100, portable, recorded(h100)).chunks_per_row == 8);

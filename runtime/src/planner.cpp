@@ -211,12 +211,13 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
           fits = true;
         }
       }
-      // A cluster of two blocks, two an SM, in place of a block_row that
-      // fits once an SM, for 16-bit types: one block an SM leaves its
+      // A cluster (blocks that fit at least twice an SM) in place of a
+      // block_row that fits once an SM, for 16-bit types: one block an SM
+      // leaves its
       // arithmetic (per byte twice float32's) exposed between its loads and
       // its stores. On the H200, bf16 N = 40000 / 49152 / 65536 measured
       // 0.746 / 0.792 / 0.827 of copy as block_row, 0.828 / 0.843 / 0.850
-      // as clusters; float32 keeps block_row (N = 24576 / 32768: 0.92
+      // as clusters of two (0.82 / 0.84 / 0.87 with v21's sizes); float32 keeps block_row (N = 24576 / 32768: 0.92
       // against 0.85; bench/NOTES.md, v20). DUET_CLUSTER=prefer asks for
       // clusters for every type.
       Plan clustered;
