@@ -207,12 +207,11 @@ __device__ __forceinline__ Chunk chunk_of(const SoftmaxArgs& a, std::int64_t ite
 // VEC elements in registers, so a row of up to GROUP*VPT*VEC elements is read
 // and written exactly once. Reductions are shuffles within the group. Each
 // group takes ROWS rows per step and issues all their loads before the first
-// reduction, so every thread has at least 4 vectors in flight
-// (kGroupRowsRowsPerStep in softmax_variants.hpp).
-template <class T, int VEC, int GROUP, int VPT, bool BWD>
+// reduction, so every thread has several vectors in flight
+// (kGroupShapes in softmax_variants.hpp).
+template <class T, int VEC, int GROUP, int VPT, int ROWS, bool BWD>
 __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs a) {
   using P = Pack<T, VEC>;
-  constexpr int ROWS = kGroupRowsRowsPerStep<VPT>;
   constexpr int kSlots = kGroupRowsBlock / GROUP;       // groups in a block
   constexpr int kRowsPerBlock = kSlots * ROWS;
   const int lane = threadIdx.x % GROUP;

@@ -24,7 +24,7 @@ constexpr KernelPair make_entry() {
   constexpr Variant v = kCatalogue[I];
   using T = typename kernels::StorageOf<v.dtype>::type;
   if constexpr (v.strategy == Strategy::group_rows) {
-    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.backward>, nullptr};
+    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.rows, v.backward>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row) {
     return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row_smem) {

@@ -47,6 +47,7 @@ struct Variant {
   int vec;          // elements per memory access: 16/sizeof(T), or 1 (scalar path)
   int group;        // group_rows: threads per row; otherwise 0
   int vpt;          // vectors each thread keeps in registers (split_row: loads in flight)
+  int rows = 1;     // group_rows: rows a group loads before reducing the first; otherwise 1
 };
 
 // Block size of group_rows, split_row and split_stream kernels (block_row
@@ -79,16 +80,13 @@ inline constexpr int kMaxClusterBlocks = 16;
 // bench/NOTES.md, v11.)
 inline constexpr int kClusterRowVpt = 8;
 
-// Rows each group_rows thread loads before reducing the first: enough that
-// a thread has 4 vectors in flight (64 bytes). With one vector per thread per
-// row, 2048 resident threads kept only 32 KiB in flight per SM, about the
-// H200's bandwidth-latency product per SM, and measured 0.86 of copy.
-template <int VPT>
-inline constexpr int kGroupRowsRowsPerStep = VPT >= 4 ? 1 : 4 / VPT;  // device code reads this one
-constexpr int group_rows_rows_per_step(int vpt) { return vpt >= 4 ? 1 : 4 / vpt; }
-static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
-              kGroupRowsRowsPerStep<2> == group_rows_rows_per_step(2) &&
-              kGroupRowsRowsPerStep<8> == group_rows_rows_per_step(8));
+// Vectors each group_rows thread has in flight (of each tensor it reads):
+// the rows a group loads before reducing the first x the vectors a thread
+// holds of each. EXPERIMENT: forward 2, backward 4.
+constexpr int group_rows_in_flight(bool backward) { return backward ? 4 : 2; }
+constexpr int group_rows_rows_per_step(int vpt, bool backward) {
+  return vpt >= group_rows_in_flight(backward) ? 1 : group_rows_in_flight(backward) / vpt;
+}
 
 // Shapes of the group_rows family: (threads per row, vectors per thread).
 // At least 8 threads a row (8 x 16 bytes: a warp's load covers whole
@@ -96,8 +94,9 @@ static_assert(kGroupRowsRowsPerStep<1> == group_rows_rows_per_step(1) &&
 // fewer shuffle rounds (ncu: short-scoreboard stalls, 31% of cycles, with 32
 // threads on a 128-float row), but 1 to 4 threads a row scattered each
 // load over many lines (bf16 N = 32 with one thread a row: 0.46 of copy).
-inline constexpr std::array<std::array<int, 2>, 9> kGroupShapes{{
-    {1, 1}, {2, 1}, {4, 1}, {8, 1}, {8, 2}, {8, 4}, {16, 4}, {32, 4}, {32, 8}}};
+inline constexpr std::array<std::array<int, 3>, 16> kGroupShapes{{
+    {1, 1, 4}, {2, 1, 4}, {4, 1, 4}, {8, 1, 4}, {8, 2, 2}, {8, 4, 1}, {16, 4, 1}, {32, 4, 1}, {32, 8, 1},
+    {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {8, 1, 2}, {8, 2, 1}, {16, 2, 1}, {32, 2, 1}}};
 // Vectors per thread block_row keeps in registers. 1024-thread blocks cap a
 // thread at 64 registers: the register-only kernel holds 8 vectors (4 for
 // backward, which keeps two tensors) without spilling (ptxas -v, sm_90).
@@ -128,7 +127,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         const DType dt = static_cast<DType>(d);
         const int vec = v == 0 ? dtype_vec16(dt) : 1;
         for (const auto& g : kGroupShapes)
-          out[i++] = Variant{Strategy::group_rows, dt, bwd != 0, vec, g[0], g[1]};
+          out[i++] = Variant{Strategy::group_rows, dt, bwd != 0, vec, g[0], g[1], g[2]};
         if (bwd)
           for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt};
         else
@@ -147,7 +146,7 @@ constexpr int find_variant(const Variant& want) {
   for (int i = 0; i < kVariantCount; ++i) {
     const Variant& v = kCatalogue[i];
     if (v.strategy == want.strategy && v.dtype == want.dtype && v.backward == want.backward &&
-        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt)
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.rows == want.rows)
       return i;
   }
   return -1;
@@ -155,6 +154,6 @@ constexpr int find_variant(const Variant& want) {
 
 std::string to_string(DType d);
 std::string to_string(Strategy s);
-std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2>"
+std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2,r2>"
 
 }  // namespace duet

@@ -60,8 +60,11 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(32).kernel.group == 8);        // 8 vectors of 4 floats: 8 threads x 1
   CHECK(plan(32).kernel.vpt == 1);
   CHECK(plan(8).kernel.group == 2);         // 2 vectors: two threads
-  CHECK(plan(128).kernel.group == 8);       // 32 vectors: 8 threads x 4
-  CHECK(plan(128).kernel.vpt == 4);
+  CHECK(plan(32).kernel.rows == 2);         // and two rows a step: 2 vectors in flight a thread
+  CHECK(plan(128).kernel.group == 16);      // 32 vectors: 16 threads x 2
+  CHECK(plan(128).kernel.vpt == 2);
+  CHECK(plan(128).kernel.rows == 1);
+  CHECK(plan(128).rows_per_block == kGroupRowsBlock / 16);
   CHECK(plan(512).kernel.group == 32);
   CHECK(plan(1024).kernel.group == 32);
   CHECK(plan(1024).kernel.vpt == 8);

@@ -90,9 +90,10 @@ std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& t
 }
 
 int variant_of_kernel(const std::string& mangled, bool* finalize) {
-  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, false>(duet::SoftmaxArgs)";
+  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, 2, false>(duet::SoftmaxArgs)";
   // cluster_row_kernel<float, 4, 8> (forward only) has no direction flag.
-  static const std::regex shape(R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (true|false))?>)");
+  static const std::regex shape(
+      R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?(?:, (true|false))?>)");
   const std::string name = demangle(mangled);
   std::smatch m;
   if (!std::regex_search(name, m, shape)) return -1;
@@ -100,12 +101,13 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   Variant v{};
   v.dtype = type == "float" ? DType::f32 : type.find("bf16_t") != std::string::npos ? DType::bf16 : DType::f16;
   v.vec = to_int(m[3]);
-  v.backward = m[6] == "true";
+  v.backward = m[7] == "true";
   bool fin = false;
   if (kernel == "group_rows") {
     v.strategy = Strategy::group_rows;
     v.group = to_int(m[4]);
     v.vpt = to_int(m[5]);
+    v.rows = to_int(m[6]);
   } else if (kernel == "block_row" || kernel == "block_row_smem") {
     v.strategy = kernel == "block_row" ? Strategy::block_row : Strategy::block_row_smem;
     v.vpt = to_int(m[4]);

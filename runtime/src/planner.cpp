@@ -38,7 +38,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   p.smem_vecs = smem_vecs;
   p.launch.threads_per_block = threads;
   p.launch.dynamic_smem_bytes = std::int64_t(smem_vecs) * threads * vec_bytes * (s.backward ? 2 : 1);
-  p.rows_per_block = v.strategy == Strategy::group_rows ? threads / v.group * group_rows_rows_per_step(v.vpt) : 1;
+  p.rows_per_block = v.strategy == Strategy::group_rows ? threads / v.group * v.rows : 1;
   if (dev.is_gpu()) {
     p.exact = exact_occupancy(dev, p.attributes, p.launch);
     p.tutorial = tutorial_occupancy(dev, p.attributes, p.launch);
@@ -172,10 +172,17 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     // group_rows: at least 8 threads a row (whole 128-byte lines a load; the
     // whole row if it is shorter), up to four vectors a thread (fewer shuffle
     // rounds), a warp with 8 vectors past 128 vectors (kGroupShapes).
-    const int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
-                                                std::min<std::int64_t>(next_pow2(ceil_div(nv, 4)), 32)));
-    const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
-    plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt}, kGroupRowsBlock, 0,
+    const int in_flight = group_rows_in_flight(s.backward);
+    int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
+                                          std::min<std::int64_t>(next_pow2(ceil_div(nv, in_flight)), 32)));
+    int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
+    int rows = group_rows_rows_per_step(vpt, s.backward);
+    if (s.group > 0 && std::int64_t(s.group) * s.group_vpt >= nv) {  // DUET_GROUP, where it holds the row
+      group = s.group;
+      vpt = s.group_vpt;
+      rows = s.group_rows;
+    }
+    plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt, rows}, kGroupRowsBlock, 0,
                      attributes);
     plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(group) + " threads x " +
                std::to_string(vpt) + " vectors in registers";
@@ -189,7 +196,9 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       // x vectors a thread: the bytes in flight), ties to fewer vectors a
       // thread. On the H200 a 1024 x 4 f32 block fit once per SM by
       // registers (0.82 of copy at N = 16384) where 512 x 8 fits twice (0.95).
-      for (int target : (s.backward ? std::array<int, 2>{2, 4} : std::array<int, 2>{4, 8})) {
+      for (int target : (s.block_vpt > 0   ? std::array<int, 2>{s.block_vpt, s.block_vpt}
+                         : s.backward      ? std::array<int, 2>{2, 4}
+                                           : std::array<int, 2>{4, 8})) {
         const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
                                                                        kBlockRowMaxThreads));
         if (std::int64_t(target) * threads < nv) continue;

@@ -151,6 +151,24 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
       require(o.min_cluster_blocks > 0, Status::invalid_argument,
               "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
     }
+    const std::string group = env("DUET_GROUP");
+    if (!group.empty()) {
+      for (const auto& g : kGroupShapes)
+        if (group == std::to_string(g[0]) + "x" + std::to_string(g[1]) + "x" + std::to_string(g[2])) {
+          o.group = g[0];
+          o.group_vpt = g[1];
+          o.group_rows = g[2];
+        }
+      require(o.group > 0, Status::invalid_argument,
+              "DUET_GROUP must name a compiled group_rows shape (threads x vectors x rows, e.g. 8x4x1), got '" +
+                  group + "'");
+    }
+    const std::string block_vpt = env("DUET_BLOCK_VPT");
+    if (!block_vpt.empty()) {
+      for (int v : kBlockVpt)
+        if (block_vpt == std::to_string(v)) o.block_vpt = v;
+      require(o.block_vpt > 0, Status::invalid_argument, "DUET_BLOCK_VPT must be 1, 2, 4 or 8, got '" + block_vpt + "'");
+    }
     const std::string slack = env("DUET_STREAM_SLACK");
     if (!slack.empty()) {
       try {
@@ -170,6 +188,10 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;
+  shape.group = overrides.group;
+  shape.group_vpt = overrides.group_vpt;
+  shape.group_rows = overrides.group_rows;
+  shape.block_vpt = overrides.block_vpt;
   return shape;
 }
 

@@ -27,7 +27,9 @@ std::string variant_name(const Variant& v) {
   std::string name = to_string(v.strategy) + (v.backward ? "_bwd<" : "<") + to_string(v.dtype) + ",vec" +
                      std::to_string(v.vec);
   if (v.strategy == Strategy::group_rows) name += ",g" + std::to_string(v.group);
-  name += ",v" + std::to_string(v.vpt) + ">";
+  name += ",v" + std::to_string(v.vpt);
+  if (v.strategy == Strategy::group_rows) name += ",r" + std::to_string(v.rows);
+  name += ">";
   return name;
 }
 
