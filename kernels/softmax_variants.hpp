@@ -80,23 +80,27 @@ inline constexpr int kMaxClusterBlocks = 16;
 // bench/NOTES.md, v11.)
 inline constexpr int kClusterRowVpt = 8;
 
-// Vectors each group_rows thread has in flight (of each tensor it reads):
-// the rows a group loads before reducing the first x the vectors a thread
-// holds of each. EXPERIMENT: forward 2, backward 4.
-constexpr int group_rows_in_flight(bool backward) { return backward ? 4 : 2; }
-constexpr int group_rows_rows_per_step(int vpt, bool backward) {
-  return vpt >= group_rows_in_flight(backward) ? 1 : group_rows_in_flight(backward) / vpt;
-}
+// Vectors each group_rows thread has in flight of each tensor it reads: the
+// rows it loads before reducing the first x the vectors it holds of each.
+// Two (32 bytes; 64 KiB an SM at 2048 threads): on the H200, float32 N = 128
+// measured 0.86 of copy at one vector, 0.95 at four, 0.97 at two, and two
+// was best at every row length it could serve (bench/NOTES.md, v22).
+inline constexpr int kGroupRowsInFlight = 2;
+constexpr int group_rows_rows_per_step(int vpt) { return vpt >= kGroupRowsInFlight ? 1 : kGroupRowsInFlight / vpt; }
 
-// Shapes of the group_rows family: (threads per row, vectors per thread).
-// At least 8 threads a row (8 x 16 bytes: a warp's load covers whole
-// 128-byte lines) and up to four vectors a thread: fewer threads a row means
-// fewer shuffle rounds (ncu: short-scoreboard stalls, 31% of cycles, with 32
-// threads on a 128-float row), but 1 to 4 threads a row scattered each
-// load over many lines (bf16 N = 32 with one thread a row: 0.46 of copy).
-inline constexpr std::array<std::array<int, 3>, 16> kGroupShapes{{
-    {1, 1, 4}, {2, 1, 4}, {4, 1, 4}, {8, 1, 4}, {8, 2, 2}, {8, 4, 1}, {16, 4, 1}, {32, 4, 1}, {32, 8, 1},
-    {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {8, 1, 2}, {8, 2, 1}, {16, 2, 1}, {32, 2, 1}}};
+// Shapes of the group_rows family: (threads a row, vectors a thread, rows a
+// step), the planner's choice for rows of 1, 2, 4, 8, 16, 32, 64, 128 and
+// 256 vectors. At least 8 threads a row (8 x 16 bytes: a warp's load covers
+// whole 128-byte lines; 1 to 4 threads a row scattered each load over many
+// lines: bf16 N = 32 with one thread a row measured 0.46 of copy), then 2
+// vectors a thread up to a warp a row, then more vectors.
+inline constexpr std::array<std::array<int, 3>, 9> kGroupShapes{{
+    {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {8, 1, 2}, {8, 2, 1}, {16, 2, 1}, {32, 2, 1}, {32, 4, 1}, {32, 8, 1}}};
+static_assert([] {
+  for (const auto& g : kGroupShapes)
+    if (g[2] != group_rows_rows_per_step(g[1])) return false;
+  return true;
+}());
 // Vectors per thread block_row keeps in registers. 1024-thread blocks cap a
 // thread at 64 registers: the register-only kernel holds 8 vectors (4 for
 // backward, which keeps two tensors) without spilling (ptxas -v, sm_90).

@@ -69,6 +69,17 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(1024).kernel.group == 32);
   CHECK(plan(1024).kernel.vpt == 8);
   CHECK(plan(1028).kernel.strategy == Strategy::block_row);
+  // DUET_BLOCK_VPT's field: block_row at that many vectors where they hold
+  // the row in 1024 threads, the planner's own choice where not.
+  auto forced = [&](std::int64_t cols, int block_vpt) {
+    SoftmaxShape s{DType::f32, false, 4096, cols, true};
+    s.block_vpt = block_vpt;
+    return plan_softmax(h100, s, recorded(h100));
+  };
+  CHECK(forced(4096, 2).kernel.vpt == 2);
+  CHECK(forced(4096, 2).launch.threads_per_block == 512);
+  CHECK(forced(16384, 2).kernel.vpt == plan(16384).kernel.vpt);
+  CHECK(forced(16384, 2).launch.threads_per_block == plan(16384).launch.threads_per_block);
   CHECK(plan(16384).smem_vecs == 0);
   CHECK(plan(16384).kernel.strategy == Strategy::block_row);
   CHECK(plan(32768, DType::f32, true).kernel.strategy == Strategy::block_row_smem);  // backward: no clusters

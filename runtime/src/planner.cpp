@@ -170,18 +170,13 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   Plan plan;
   if (nv <= 256) {
     // group_rows: at least 8 threads a row (whole 128-byte lines a load; the
-    // whole row if it is shorter), up to four vectors a thread (fewer shuffle
-    // rounds), a warp with 8 vectors past 128 vectors (kGroupShapes).
-    const int in_flight = group_rows_in_flight(s.backward);
-    int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
-                                          std::min<std::int64_t>(next_pow2(ceil_div(nv, in_flight)), 32)));
-    int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
-    int rows = group_rows_rows_per_step(vpt, s.backward);
-    if (s.group > 0 && std::int64_t(s.group) * s.group_vpt >= nv) {  // DUET_GROUP, where it holds the row
-      group = s.group;
-      vpt = s.group_vpt;
-      rows = s.group_rows;
-    }
+    // whole row if it is shorter), then 2 vectors a thread in flight (two
+    // rows a step where a row has fewer) up to a warp a row, then up to 8
+    // vectors a thread (kGroupShapes).
+    const int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
+                                                std::min<std::int64_t>(next_pow2(ceil_div(nv, kGroupRowsInFlight)), 32)));
+    const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
+    const int rows = group_rows_rows_per_step(vpt);
     plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt, rows}, kGroupRowsBlock, 0,
                      attributes);
     plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(group) + " threads x " +
@@ -196,9 +191,12 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       // x vectors a thread: the bytes in flight), ties to fewer vectors a
       // thread. On the H200 a 1024 x 4 f32 block fit once per SM by
       // registers (0.82 of copy at N = 16384) where 512 x 8 fits twice (0.95).
-      for (int target : (s.block_vpt > 0   ? std::array<int, 2>{s.block_vpt, s.block_vpt}
-                         : s.backward      ? std::array<int, 2>{2, 4}
-                                           : std::array<int, 2>{4, 8})) {
+      // DUET_BLOCK_VPT, where it holds the row and the direction has it.
+      const bool forced = s.block_vpt > 0 && std::int64_t(s.block_vpt) * kBlockRowMaxThreads >= nv &&
+                          s.block_vpt <= max_vpt;
+      for (int target : (forced ? std::array<int, 2>{s.block_vpt, s.block_vpt}
+                         : s.backward ? std::array<int, 2>{2, 4}
+                                      : std::array<int, 2>{4, 8})) {
         const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
                                                                        kBlockRowMaxThreads));
         if (std::int64_t(target) * threads < nv) continue;

@@ -129,7 +129,8 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
 // second pass n items further behind than its row's chunks,
 // DUET_CLUSTER_BLOCKS=n clusters of at least n blocks (16: past the
-// portable 8, which the planner does not go by itself).
+// portable 8, which the planner does not go by itself), DUET_BLOCK_VPT=n
+// block_row at n vectors a thread where that holds the row.
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
     auto env = [](const char* name) {
@@ -150,18 +151,6 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
                                                       : -1;
       require(o.min_cluster_blocks > 0, Status::invalid_argument,
               "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
-    }
-    const std::string group = env("DUET_GROUP");
-    if (!group.empty()) {
-      for (const auto& g : kGroupShapes)
-        if (group == std::to_string(g[0]) + "x" + std::to_string(g[1]) + "x" + std::to_string(g[2])) {
-          o.group = g[0];
-          o.group_vpt = g[1];
-          o.group_rows = g[2];
-        }
-      require(o.group > 0, Status::invalid_argument,
-              "DUET_GROUP must name a compiled group_rows shape (threads x vectors x rows, e.g. 8x4x1), got '" +
-                  group + "'");
     }
     const std::string block_vpt = env("DUET_BLOCK_VPT");
     if (!block_vpt.empty()) {
@@ -188,9 +177,6 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;
-  shape.group = overrides.group;
-  shape.group_vpt = overrides.group_vpt;
-  shape.group_rows = overrides.group_rows;
   shape.block_vpt = overrides.block_vpt;
   return shape;
 }

@@ -57,12 +57,6 @@ struct SoftmaxShape {
   // split_stream's slack: how many items its second pass trails the first
   // by beyond a row's chunks (DUET_STREAM_SLACK; 0: one per resident block).
   std::int64_t stream_slack = 0;
-  // group_rows' threads a row, vectors a thread and rows a step
-  // (DUET_GROUP=GxVxR, for comparisons, where it holds the row; 0: the
-  // planner's choice). One of kGroupShapes.
-  int group = 0;
-  int group_vpt = 0;
-  int group_rows = 0;
   // block_row's vectors a thread (DUET_BLOCK_VPT=n, for comparisons; 0: the
   // planner's choice of 4 or 8, backward 2 or 4).
   int block_vpt = 0;
