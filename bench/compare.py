@@ -10,6 +10,7 @@ copy ceiling measured in the same run drawn across.
     DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/compare.py --out bench/results/h200
 """
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -21,27 +22,42 @@ import torch
 import duet
 
 
-def time_ms(fn, sets, warmup=5, repeats=15, batch=10):
+def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
     """Median per-launch device time of `batch` back-to-back launches between
     two events, rotating over `sets` inputs. A short device-side spin is
     queued before the start event, so the host enqueues the first launch
     while the device is still busy: without it the host time of that one call
     (Python, ctypes, argument checks) counted as device time, 1-4% at 256 MB
     for whichever provider had the slower Python path. Host time per call is
-    reported on its own (host_us_per_call)."""
+    reported on its own (host_us_per_call). `stats`, if given, receives the
+    fastest and slowest batch (ms a launch) and the host's time to enqueue a
+    batch, per launch (us): a host slower than the device would show there."""
     for i in range(warmup):
         fn(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times, k = [], 0
+    times, host, k = [], [], 0
+    # Python's garbage collector off while timing, as timeit does: on the
+    # H100 machine a collection inside a batch stalled the host for ~3 ms
+    # (host_enqueue_us up to 350 a launch), the device idled, and that
+    # batch measured up to 2x slower (bench/NOTES.md, v22).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     for _ in range(repeats):
         torch.cuda._sleep(SPIN_CYCLES)
         start.record()
+        t0 = time.perf_counter()
         for _ in range(batch):
             fn(k % sets)
             k += 1
+        host.append((time.perf_counter() - t0) / batch * 1e6)
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop) / batch)
+    if gc_was_enabled:
+        gc.enable()
+    if stats is not None:
+        stats.update(min_ms=min(times), max_ms=max(times), host_enqueue_us=statistics.median(host),
+                     host_enqueue_max_us=max(host))
     return statistics.median(times)
 
 
@@ -120,10 +136,17 @@ def main():
             moved = 2 * m * n * esize
             # Both allocate their output through torch's caching allocator,
             # as a caller of either would.
-            t_duet = time_ms(lambda i: duet.softmax(xs[i]), sets)
-            t_torch = time_ms(lambda i: torch.softmax(xs[i], -1), sets)
+            s_duet, s_torch = {}, {}
+            t_duet = time_ms(lambda i: duet.softmax(xs[i]), sets, stats=s_duet)
+            t_torch = time_ms(lambda i: torch.softmax(xs[i], -1), sets, stats=s_torch)
             row = {"dtype": dt_name, "M": m, "N": n, "duet_GBps": moved / t_duet / 1e6,
-                   "torch_GBps": moved / t_torch / 1e6, "max_rel_err_vs_torch": err}
+                   "torch_GBps": moved / t_torch / 1e6, "max_rel_err_vs_torch": err,
+                   # Spread over the batches (slowest, fastest) and the host's
+                   # enqueue time per launch (median, worst batch).
+                   "duet_GBps_range": [moved / s_duet["max_ms"] / 1e6, moved / s_duet["min_ms"] / 1e6],
+                   "torch_GBps_range": [moved / s_torch["max_ms"] / 1e6, moved / s_torch["min_ms"] / 1e6],
+                   "duet_host_enqueue_us": [s_duet["host_enqueue_us"], s_duet["host_enqueue_max_us"]],
+                   "torch_host_enqueue_us": [s_torch["host_enqueue_us"], s_torch["host_enqueue_max_us"]]}
             if compiled is not None:
                 try:
                     row["torch_compile_GBps"] = moved / time_ms(lambda i: compiled(xs[i]), sets) / 1e6
@@ -133,7 +156,10 @@ def main():
             row["duet_ratio"] = row["duet_GBps"] / ceiling
             rows_out.append(row)
             print(f"{dt_name:9s} M={m:8d} N={n:8d} duet {row['duet_GBps']:7.0f} GB/s ({row['duet_ratio']:.3f})"
-                  f"  torch {row['torch_GBps']:7.0f} GB/s", flush=True)
+                  f" [{row['duet_GBps_range'][0]:.0f}-{row['duet_GBps_range'][1]:.0f}]"
+                  f"  torch {row['torch_GBps']:7.0f} GB/s [{row['torch_GBps_range'][0]:.0f}-{row['torch_GBps_range'][1]:.0f}]"
+                  f"  host us/launch duet {row['duet_host_enqueue_us'][1]:.0f} torch {row['torch_host_enqueue_us'][1]:.0f} (worst batch)",
+                  flush=True)
             del xs, ref, got
             torch.cuda.empty_cache()
     commit = args.commit
