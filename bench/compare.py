@@ -24,11 +24,11 @@ import duet
 
 def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
     """Median per-launch device time of `batch` back-to-back launches between
-    two events, rotating over `sets` inputs. A short device-side spin is
-    queued before the start event, so the host enqueues the first launch
-    while the device is still busy: without it the host time of that one call
-    (Python, ctypes, argument checks) counted as device time, 1-4% at 256 MB
-    for whichever provider had the slower Python path. Host time per call is
+    two events, rotating over `sets` inputs. A device-side spin is queued
+    before the start event, so the host enqueues the batch while the device
+    is still busy: without it the host time of the first call (Python,
+    ctypes, argument checks) counted as device time, 1-4% at 256 MB for
+    whichever provider had the slower Python path. Host time per call is
     reported on its own (host_us_per_call). `stats`, if given, receives the
     fastest and slowest batch (ms a launch) and the host's time to enqueue a
     batch, per launch (us): a host slower than the device would show there."""
@@ -36,10 +36,8 @@ def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
         fn(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times, host, k = [], [], 0
-    # Python's garbage collector off while timing, as timeit does: on the
-    # H100 machine a collection inside a batch stalled the host for ~3 ms
-    # (host_enqueue_us up to 350 a launch), the device idled, and that
-    # batch measured up to 2x slower (bench/NOTES.md, v22).
+    # Python's garbage collector off while timing, as timeit does (it did
+    # not remove the host stalls described at SPIN_CYCLES, but costs nothing).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     for _ in range(repeats):
@@ -61,9 +59,13 @@ def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
     return statistics.median(times)
 
 
-# About 100 us at the H200's 1.98 GHz: longer than the host needs to enqueue
-# one call of either provider (host_us_per_call: tens of microseconds).
-SPIN_CYCLES = 200_000
+# About 5 ms at 2 GHz: long enough for the host to enqueue the whole batch
+# before the device reaches the start event, so the events time the device
+# alone. 100 us (enough for one call) was not enough on the H100 machine,
+# whose host stalled now and then for milliseconds: a batch with a stall
+# measured up to 3x slower (host_enqueue_us up to 620 a launch), more often
+# for duet, whose Python path is slower (bench/NOTES.md, v22).
+SPIN_CYCLES = 10_000_000
 
 
 def host_us_per_call(fn, calls=2000):
