@@ -7,7 +7,8 @@ events (warm-up, then the median of many launches). Writes JSON and a PNG
 like the Triton tutorial's: GB/s against N, one line per provider, the
 copy ceiling measured in the same run drawn across.
 
-    DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/compare.py --out bench/results/h200
+    DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/compare.py --out bench/results/h200/compare
+    python3 bench/compare.py --replot bench/results/h200/compare.json   # the PNG again, from the JSON
 """
 import argparse
 import gc
@@ -17,9 +18,8 @@ import subprocess
 import sys
 import time
 
-import torch
-
-import duet
+torch = None  # imported in main(): --replot needs neither torch nor duet
+duet = None
 
 
 def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
@@ -88,9 +88,42 @@ def copy_ceiling():
     return 2 * a.numel() / (ms * 1e-3) / 1e9
 
 
+def plot(doc, path):
+    """GB/s against N, one panel per dtype, one line per provider, the copy
+    ceiling across (the Triton tutorial's plot)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not available: no plot", file=sys.stderr)
+        return
+    dtypes = list(dict.fromkeys(r["dtype"] for r in doc["rows"]))
+    ceiling = doc["copy_GBps"]
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4.5), squeeze=False)
+    for ax, dt_name in zip(axes[0], dtypes):
+        rs = [r for r in doc["rows"] if r["dtype"] == dt_name]
+        ax.plot([r["N"] for r in rs], [r["duet_GBps"] for r in rs], "o-", label="duet")
+        ax.plot([r["N"] for r in rs], [r["torch_GBps"] for r in rs], "s-", label="torch.softmax")
+        if any("torch_compile_GBps" in r for r in rs):
+            ax.plot([r["N"] for r in rs if "torch_compile_GBps" in r],
+                    [r["torch_compile_GBps"] for r in rs if "torch_compile_GBps" in r], "^-", label="torch.compile")
+        ax.axhline(ceiling, color="gray", linestyle="--", label=f"copy ceiling {ceiling:.0f} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("N (row length)")
+        ax.set_ylabel("GB/s (2*M*N*bytes / time)")
+        ax.set_title(f"softmax {dt_name}, {doc['device']}")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{doc['mode']}, duet {doc['commit']}, {doc['date']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True, help="path prefix for .json and .png")
+    ap.add_argument("--out", help="path prefix for .json and .png")
+    ap.add_argument("--replot", metavar="JSON", help="only draw the PNG of an earlier run's JSON, beside it")
     ap.add_argument("--mbytes", type=float, default=256)
     ap.add_argument("--dtypes", default="float32,bfloat16,float16")
     ap.add_argument("--cols", default="")
@@ -98,6 +131,15 @@ def main():
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd softmax")
     ap.add_argument("--commit", default="", help="duet commit recorded with the results (default: git rev-parse)")
     args = ap.parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            plot(json.load(f), args.replot.rsplit(".json", 1)[0] + ".png")
+        return
+    if not args.out:
+        ap.error("--out is required (or --replot)")
+    global torch, duet
+    import torch
+    import duet
     torch.manual_seed(0)
     ceiling = copy_ceiling()
     if args.cols:
@@ -173,34 +215,12 @@ def main():
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "date": time.strftime("%Y-%m-%d"), "commit": commit or "unknown", "copy_GBps": ceiling,
            "mode": "tutorial (M=4096, hot)" if args.tutorial else f"cold ({args.mbytes} MB inputs, 2 sets rotated)",
-           "timing": "median of 15 batches of 10 launches, event-timed, a device spin queued before each batch",
+           "timing": "median of 15 batches of 10 launches, event-timed, a 5 ms device spin queued before each batch, "
+                     "garbage collector off",
            "host_us_per_call": host_us, "rows": rows_out}
     with open(args.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, len(args.dtypes.split(",")), figsize=(6 * len(args.dtypes.split(",")), 4.5), squeeze=False)
-        for ax, dt_name in zip(axes[0], args.dtypes.split(",")):
-            rs = [r for r in rows_out if r["dtype"] == dt_name]
-            ax.plot([r["N"] for r in rs], [r["duet_GBps"] for r in rs], "o-", label="duet")
-            ax.plot([r["N"] for r in rs], [r["torch_GBps"] for r in rs], "s-", label="torch.softmax")
-            if any("torch_compile_GBps" in r for r in rs):
-                ax.plot([r["N"] for r in rs if "torch_compile_GBps" in r],
-                        [r["torch_compile_GBps"] for r in rs if "torch_compile_GBps" in r], "^-", label="torch.compile")
-            ax.axhline(ceiling, color="gray", linestyle="--", label=f"copy ceiling {ceiling:.0f} GB/s")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("N (row length)")
-            ax.set_ylabel("GB/s (2*M*N*bytes / time)")
-            ax.set_title(f"softmax {dt_name}, {doc['device']}")
-            ax.legend(fontsize=8)
-            ax.grid(alpha=0.3)
-        fig.suptitle(f"{doc['mode']}, duet {doc['commit']}, {doc['date']}", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(args.out + ".png", dpi=110)
-    except ImportError:
-        print("matplotlib not available: no plot", file=sys.stderr)
+    plot(doc, args.out + ".png")
 
 
 if __name__ == "__main__":

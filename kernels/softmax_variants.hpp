@@ -83,8 +83,8 @@ inline constexpr int kClusterRowVpt = 8;
 // Vectors each group_rows thread has in flight of each tensor it reads: the
 // rows it loads before reducing the first x the vectors it holds of each.
 // Two (32 bytes; 64 KiB an SM at 2048 threads): on the H200, float32 N = 128
-// measured 0.86 of copy at one vector, 0.95 at four, 0.97 at two, and two
-// was best at every row length it could serve (bench/NOTES.md, v22).
+// measured 0.97 of copy at two, 0.95 at four and 0.94 at eight, and two was
+// at least as good at every row length it serves (bench/NOTES.md, v22).
 inline constexpr int kGroupRowsInFlight = 2;
 constexpr int group_rows_rows_per_step(int vpt) { return vpt >= kGroupRowsInFlight ? 1 : kGroupRowsInFlight / vpt; }
 
