@@ -4,6 +4,9 @@
 # 40000..300000), plus random differential cases. Logs under $OUT.
 # PARALLEL=1 runs the four tools at once, each over the randomized
 # differential test alone (CASES of them; 2000 by default then).
+# synccheck runs with DUET_CLUSTER=portable (clusters of at most 8 blocks):
+# it ends every launch of a cluster of 16 with an illegal address, also
+# bench/synccheck_cluster_repro.cu's (bench/NOTES.md, v23).
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
@@ -13,7 +16,9 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 run_tool() {
   local tool=$1 cases=$2 log=$3
-  DUET_REQUIRE_GPU=1 DUET_DIFFERENTIAL_CASES=$cases timeout ${TOOL_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
+  local clusters=""
+  [ "$tool" = synccheck ] && clusters=portable
+  DUET_CLUSTER=$clusters DUET_REQUIRE_GPU=1 DUET_DIFFERENTIAL_CASES=$cases timeout ${TOOL_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
     "$B/tests/duet_gpu_tests" "$4" > "$log" 2>&1
   echo "$tool rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E 'differential:|test cases' "$log" | tr '\n' ' ')"
 }

@@ -69,15 +69,15 @@ inline constexpr int kBlockRowMaxThreads = 1024;
 // SM (__launch_bounds__(512, 2)), and clusters of up to 8 blocks, the
 // portable cluster size, or 16, the size Hopper allows a kernel that opts in
 // (CUDA C Programming Guide, "Thread Block Clusters":
-// cudaFuncAttributeNonPortableClusterSizeAllowed), only on request
-// (DUET_CLUSTER_BLOCKS=16: synccheck fails them; bench/NOTES.md, v21).
+// cudaFuncAttributeNonPortableClusterSizeAllowed; the runtime falls back to
+// 8 where the device holds none of 16).
 inline constexpr int kClusterRowMaxThreads = 512;
 inline constexpr int kPortableClusterBlocks = 8;
 inline constexpr int kMaxClusterBlocks = 16;
 // Vectors a cluster_row thread holds: 8, so 8 blocks of 512 threads hold a
-// row of 32768 vectors (16 blocks, on request, 65536). (Holding 4 plus the next row's 4, loaded while the
-// cluster barrier was pending, needed twice the blocks and measured slower:
-// bench/NOTES.md, v11.)
+// row of 32768 vectors, 16 blocks 65536. (Holding 4 plus the next row's 4,
+// loaded while the cluster barrier was pending, needed twice the blocks and
+// measured slower: bench/NOTES.md, v11.)
 inline constexpr int kClusterRowVpt = 8;
 
 // Vectors each group_rows thread has in flight of each tensor it reads: the

@@ -170,23 +170,26 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Widest: 8 blocks of 512; one vector more goes to split_stream (too wide
-  // for shared memory too).
-  CHECK(plan(h100, 131072).chunks_per_row == 8);  // 8 blocks of 512 threads
-  CHECK(plan(h100, 131072).launch.threads_per_block == 512);
-  // Clusters of 16 only on request (DUET_CLUSTER_BLOCKS=16: synccheck fails
-  // them): past 8 blocks of 512, split_stream.
-  CHECK(plan(h100, 131076).kernel.strategy == Strategy::split_stream);
-  // At most 8 blocks (the default, and what the runtime plans again with
-  // where the device holds no cluster of 16).
+  // Past 8 blocks of 512, 16 (a non-portable cluster size) while each
+  // keeps 256 threads; past 16 of 512, split_stream (too wide for shared
+  // memory too).
+  CHECK(plan(h100, 131072).chunks_per_row == 16);  // 16 blocks of 256 threads
+  CHECK(plan(h100, 131072).launch.threads_per_block == 256);
+  CHECK(plan(h100, 131076).chunks_per_row == 16);
+  CHECK(plan(h100, 65536).chunks_per_row == 8);  // 16 would leave 128 threads a block
+  CHECK(plan(h100, 262144).chunks_per_row == 16);
+  CHECK(plan(h100, 262144).launch.threads_per_block == 512);
+  // At most 8 blocks: what the runtime plans again with where the device
+  // holds no cluster of 16.
   SoftmaxShape portable{DType::f32, false, 4096, 131072, true};
   portable.max_cluster_blocks = kPortableClusterBlocks;
   CHECK(plan_softmax(h100, portable, recorded(h100)).chunks_per_row == 8);
   portable.cols = 262144;
   CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::split_stream);
   CHECK(plan(h100, 262148).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 8);
-  CHECK(plan(h100, 524288, DType::bf16).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 16);
+  CHECK(plan(h100, 524288, DType::bf16).chunks_per_row == 16);
+  CHECK(plan(h100, 524296, DType::bf16).kernel.strategy == Strategy::split_stream);
   CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 8);
   CHECK(plan(h100, 131072, DType::bf16).launch.threads_per_block == 256);
   // Uneven slices: 40000 floats = 10000 vectors over 8 blocks of 1250
@@ -196,15 +199,11 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(uneven.chunk_elems == 5000);
   CHECK(uneven.launch.threads_per_block == 192);
   CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
-  // DUET_CLUSTER_BLOCKS=16: clusters of 16 (for A/B), where 8 would do and
-  // past them.
-  SoftmaxShape sixteen{DType::f32, false, 4096, 131072, true};
+  // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do.
+  SoftmaxShape sixteen{DType::f32, false, 4096, 65536, true};
   sixteen.min_cluster_blocks = 16;
-  sixteen.max_cluster_blocks = 16;
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);
-  sixteen.cols = 262144;
-  CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);
-  CHECK(plan_softmax(h100, sixteen, recorded(h100)).launch.threads_per_block == 512);
+  CHECK(plan_softmax(h100, sixteen, recorded(h100)).launch.threads_per_block == 128);
   // A row one block_row holds (once an SM, 1024 x 8 vectors) stays there
   // unless clusters are preferred (DUET_CLUSTER=prefer).
   CHECK(plan(h100, 32768).kernel.strategy == Strategy::block_row);

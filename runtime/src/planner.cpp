@@ -61,19 +61,19 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 }
 
 // cluster_row for a row of nv vectors at 8 vectors a thread: the fewest
-// blocks (2, 4, 8) of up to 512 threads that hold the row, then twice as
-// many, up to 8, while each keeps at least 128 threads: smaller blocks,
-// more of them an SM, overlap one block's arithmetic with another's loads.
-// H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of copy as 4 blocks of
-// 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 -> 0.863; blocks of
-// fewer threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of
-// 192). Clusters of 16 (not a portable size: the vendor's count of active
-// clusters, 0 where the device refuses it, has the last word) only on
-// request (DUET_CLUSTER_BLOCKS=16): they measured faster (f32 131072 as 16
-// of 256: 0.906; f32 262144 as 16 of 512: 0.89 against split_stream's 0.75)
-// and ran right in every test and under memcheck and racecheck, but
-// compute-sanitizer's synccheck ends most of them with an illegal address,
-// which no cluster of 8 or fewer gets; not explained, so not planned.
+// blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then twice
+// as many while each keeps at least 128 threads (up to 8 blocks) or 256
+// (16): smaller blocks, more of them an SM, overlap one block's arithmetic
+// with another's loads. H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of
+// copy as 4 blocks of 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 ->
+// 0.863; f32 131072 0.889 as 8 of 512, 0.906 as 16 of 256; f32 262144 as
+// 16 of 512: 0.89 against split_stream's 0.75; blocks of fewer threads lost
+// (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of 192).
+// 16 is not a portable size: the vendor's count of active clusters (0
+// where the device refuses it) has the last word. (compute-sanitizer's
+// synccheck ends every launch of clusters of 16 with an illegal address,
+// also a 60-line kernel using only the CUDA guide's cluster.sync() and
+// map_shared_rank(): a limit of the tool, v23.)
 // Returns false where the device has no clusters or the row needs more than
 // s.max_cluster_blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
@@ -86,7 +86,9 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   int blocks = 2;
   while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
-  while (2 * blocks <= std::min(most, kPortableClusterBlocks) && ceil_div(nv, 2 * blocks) >= min_slice) blocks *= 2;
+  while (2 * blocks <= most &&
+         ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
+    blocks *= 2;
   while (blocks < std::min(s.min_cluster_blocks, most)) blocks *= 2;  // DUET_CLUSTER_BLOCKS
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(

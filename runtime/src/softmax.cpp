@@ -124,12 +124,13 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 }
 
 // The planner's switches for comparison runs (bench/NOTES.md), read once:
-// DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=prefer
+// DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=portable
+// with clusters of at most 8 blocks (compute-sanitizer's synccheck fails
+// clusters of 16: bench/NOTES.md, v23), DUET_CLUSTER=prefer
 // with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
 // passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
 // second pass n items further behind than its row's chunks,
-// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks (16: past the
-// portable 8, which the planner does not go by itself), DUET_BLOCK_VPT=n
+// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks, DUET_BLOCK_VPT=n
 // block_row at n vectors a thread where that holds the row.
 SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   static const SoftmaxShape overrides = [] {
@@ -140,6 +141,7 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
     SoftmaxShape o;
     o.allow_clusters = env("DUET_CLUSTER") != "0";
     o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
+    if (env("DUET_CLUSTER") == "portable") o.max_cluster_blocks = kPortableClusterBlocks;
     o.force_split = env("DUET_STRATEGY") == "split_row";
     o.force_stream = env("DUET_STRATEGY") == "split_stream";
     const std::string cluster_blocks = env("DUET_CLUSTER_BLOCKS");
@@ -172,8 +174,8 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   }();
   shape.allow_clusters = overrides.allow_clusters;
   shape.prefer_clusters = overrides.prefer_clusters;
+  shape.max_cluster_blocks = overrides.max_cluster_blocks;
   shape.min_cluster_blocks = overrides.min_cluster_blocks;
-  if (overrides.min_cluster_blocks > kPortableClusterBlocks) shape.max_cluster_blocks = overrides.min_cluster_blocks;
   shape.force_split = overrides.force_split;
   shape.force_stream = overrides.force_stream;
   shape.stream_slack = overrides.stream_slack;

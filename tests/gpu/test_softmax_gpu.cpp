@@ -27,7 +27,7 @@ namespace {
 
 // Row lengths at and around every strategy switch: group sizes (1..32
 // threads, 1..8 vectors), block_row's register and shared-memory limits,
-// cluster_row's 2 to 8 blocks (even and uneven slices), and split_stream,
+// cluster_row's 2 to 16 blocks (even and uneven slices), and split_stream,
 // with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
   return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,

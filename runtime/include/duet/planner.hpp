@@ -45,10 +45,9 @@ struct SoftmaxShape {
   // cluster_row's blocks a cluster at least (DUET_CLUSTER_BLOCKS: 2, 4, 8
   // or 16; 0: the planner's choice).
   int min_cluster_blocks = 0;
-  // cluster_row's blocks a cluster at most: the portable 8, or 16 with
-  // DUET_CLUSTER_BLOCKS=16 (the runtime lowers it to 8 again where the
-  // device holds no cluster of 16).
-  int max_cluster_blocks = kPortableClusterBlocks;
+  // cluster_row's blocks a cluster at most: 16 (the runtime lowers it to
+  // the portable 8 where the device holds no cluster of 16).
+  int max_cluster_blocks = kMaxClusterBlocks;
   // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
   // comparisons).
   bool force_split = false;
