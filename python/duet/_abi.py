@@ -162,8 +162,9 @@ def _row_stride(m):
 
 # torch device -> duet device, filled by the first call on each torch device
 # (libduet checks every pointer again on every call: the wrong device, or
-# host memory, is still refused there).
+# host memory, is still refused there); the same for CUDA tensors by index.
 _DEVICE_OF = {}
+_CUDA_DEVICE_OF = {}
 
 
 def _duet_device(t, fn):
@@ -181,6 +182,8 @@ def _duet_device(t, fn):
         raise ValueError(f"duet.{fn}: a tensor on {t.device}, but the loaded libduet ({version()}) has no GPU "
                          f"backend for that memory (its devices: {', '.join(devices())})")
     _DEVICE_OF[t.device] = dev
+    if t.device.type == "cuda":
+        _CUDA_DEVICE_OF[t.get_device()] = dev
     return dev
 
 
@@ -193,6 +196,73 @@ def _stream(t):
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     index = t.device.index if t.device.index is not None else torch.cuda.current_device()
     return ctypes.c_void_p(raw(index) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream)
+
+
+_raw_stream_fn = None
+
+
+def _raw_stream(index):
+    """torch's current stream on CUDA device `index`, as an integer handle."""
+    global _raw_stream_fn
+    if _raw_stream_fn is None:
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_stream_fn = raw if raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream_fn(index)
+
+
+# The common call: contiguous CUDA tensors of one shape, dtype and device
+# that duet has seen before, and a new output or a contiguous one. It skips
+# the general path's views and checks, which cost as much as the launch
+# (H200 host: 20 us a call through the general path; bench/NOTES.md, v24).
+# Anything else returns None and takes the general path, which also raises
+# the errors; libduet checks the pointers and overlaps on every call.
+def _fast_matrix(t, index, like):
+    return (t is not None and t.is_cuda and t.is_contiguous() and t.get_device() == index and t.dtype == like.dtype
+            and t.shape == like.shape)
+
+
+def _forward_fast(fn, x, out):
+    code = _DTYPES.get(x.dtype)
+    if code is None or not x.is_cuda or x.dim() == 0 or not x.is_contiguous():
+        return None
+    index = x.get_device()
+    dev = _CUDA_DEVICE_OF.get(index)
+    numel = x.numel()
+    if dev is None or numel == 0:
+        return None
+    if out is None:
+        import torch
+        y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    elif _is_tensor(out) and _fast_matrix(out, index, x):
+        y = out
+    else:
+        return None
+    cols = x.shape[-1]
+    _check(fn(dev, code, numel // cols, cols, x.data_ptr(), cols, y.data_ptr(), cols, _raw_stream(index)))
+    return y
+
+
+def _backward_fast(fn, y, dy, out):
+    code = _DTYPES.get(y.dtype)
+    if code is None or not y.is_cuda or y.dim() == 0 or not y.is_contiguous():
+        return None
+    index = y.get_device()
+    dev = _CUDA_DEVICE_OF.get(index)
+    numel = y.numel()
+    if dev is None or numel == 0 or not (_is_tensor(dy) and _fast_matrix(dy, index, y)):
+        return None
+    if out is None:
+        import torch
+        dx = torch.empty_like(y, memory_format=torch.contiguous_format)
+    elif _is_tensor(out) and _fast_matrix(out, index, y):
+        dx = out
+    else:
+        return None
+    cols = y.shape[-1]
+    _check(fn(dev, code, numel // cols, cols, y.data_ptr(), cols, dy.data_ptr(), cols, dx.data_ptr(), cols,
+              _raw_stream(index)))
+    return dx
 
 
 def _same_layout(a, b, what, fn):
@@ -355,7 +425,8 @@ def _forward_cai(fn, name, x, out):
 
 def _forward(fn, name, x, out):
     if _is_tensor(x):
-        return _forward_tensor(fn, name, x, out)
+        y = _forward_fast(fn, x, out)
+        return y if y is not None else _forward_tensor(fn, name, x, out)
     if not hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"duet.{name}: x must be a torch.Tensor or have __cuda_array_interface__, "
                         f"got {type(x).__name__}")
@@ -367,7 +438,9 @@ def _forward(fn, name, x, out):
 
 def _backward(fn, name, y, dy, out):
     y = _coerce(y, name, "y")
-    result = _backward_tensor(fn, name, y, dy, out)
+    result = _backward_fast(fn, y, dy, out)
+    if result is None:
+        result = _backward_tensor(fn, name, y, dy, out)
     return result if out is None else out
 
 

@@ -412,6 +412,36 @@ def test_cuda_side_stream():
     assert_rowwise_close(ly, reference("log_softmax", x, 0), 1e-5, dim=0, what="side stream dim=0")
 
 
+@needs_cuda
+def test_cuda_common_call_takes_the_fast_path(monkeypatch):
+    """Contiguous CUDA tensors skip the general path (bench/NOTES.md, v24)
+    and give bit for bit what it gives; other layouts still take it."""
+    from duet import _abi
+    x = make((64, 1000), torch.float32, "cuda", seed=21)
+    g = make((64, 1000), torch.float32, "cuda", seed=22)
+    general = duet.softmax(x.t().contiguous().t())  # columns not unit-stride: the general path (and a copy)
+    general_bwd = duet.softmax_backward(general, g.t().contiguous().t())
+    out = torch.full_like(x, float("nan"))
+    dx = torch.full_like(x, float("nan"))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(_abi, "_forward_tensor", refuse)
+    monkeypatch.setattr(_abi, "_backward_tensor", refuse)
+    y = duet.softmax(x)
+    duet.softmax(x, out=out)
+    dy = duet.softmax_backward(y, g)
+    duet.softmax_backward(y, g, out=dx)
+    sync("cuda")
+    assert torch.equal(y, general) and torch.equal(out, general)
+    assert torch.equal(dy, general_bwd) and torch.equal(dx, general_bwd)
+    with pytest.raises(AssertionError, match="general path"):
+        duet.softmax(x[:, :999])  # rows not contiguous
+    with pytest.raises(AssertionError, match="general path"):
+        duet.softmax(x, out=torch.empty(64, 1000, dtype=torch.float16, device="cuda"))
+
+
 class _CudaArray:
     """The least an array library offers: __cuda_array_interface__ and nothing else."""
 
