@@ -191,18 +191,17 @@ def _stream(t):
     if t.device.type != "cuda":
         return None
     import torch
-    # The raw handle without building a torch.cuda.Stream object (Triton's
-    # launcher reads it the same way); the public call where that is absent.
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     index = t.device.index if t.device.index is not None else torch.cuda.current_device()
-    return ctypes.c_void_p(raw(index) if raw is not None else torch.cuda.current_stream(t.device).cuda_stream)
+    return ctypes.c_void_p(_raw_stream(index))
 
 
 _raw_stream_fn = None
 
 
 def _raw_stream(index):
-    """torch's current stream on CUDA device `index`, as an integer handle."""
+    """torch's current stream on CUDA device `index`, as an integer handle:
+    the raw handle without building a torch.cuda.Stream object (Triton's
+    launcher reads it the same way), the public call where that is absent."""
     global _raw_stream_fn
     if _raw_stream_fn is None:
         import torch
@@ -218,51 +217,33 @@ def _raw_stream(index):
 # Anything else returns None and takes the general path, which also raises
 # the errors; libduet checks the pointers and overlaps on every call.
 def _fast_matrix(t, index, like):
-    return (t is not None and t.is_cuda and t.is_contiguous() and t.get_device() == index and t.dtype == like.dtype
+    return (_is_tensor(t) and t.is_cuda and t.is_contiguous() and t.get_device() == index and t.dtype == like.dtype
             and t.shape == like.shape)
 
 
-def _forward_fast(fn, x, out):
-    code = _DTYPES.get(x.dtype)
-    if code is None or not x.is_cuda or x.dim() == 0 or not x.is_contiguous():
+def _fast_call(fn, first, others, out):
+    """fn(dev, dtype, rows, cols, first, *others, result, stream), each
+    matrix as (pointer, row stride), or None where the call is not the
+    common one. `first` is x (forward) or y (backward); `others` holds dy."""
+    code = _DTYPES.get(first.dtype)
+    if code is None or not first.is_cuda or first.dim() == 0 or not first.is_contiguous():
         return None
-    index = x.get_device()
+    index = first.get_device()
     dev = _CUDA_DEVICE_OF.get(index)
-    numel = x.numel()
-    if dev is None or numel == 0:
+    numel = first.numel()
+    if dev is None or numel == 0 or not all(_fast_matrix(t, index, first) for t in others):
         return None
     if out is None:
         import torch
-        y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    elif _is_tensor(out) and _fast_matrix(out, index, x):
-        y = out
+        result = torch.empty_like(first, memory_format=torch.contiguous_format)
+    elif _fast_matrix(out, index, first):
+        result = out
     else:
         return None
-    cols = x.shape[-1]
-    _check(fn(dev, code, numel // cols, cols, x.data_ptr(), cols, y.data_ptr(), cols, _raw_stream(index)))
-    return y
-
-
-def _backward_fast(fn, y, dy, out):
-    code = _DTYPES.get(y.dtype)
-    if code is None or not y.is_cuda or y.dim() == 0 or not y.is_contiguous():
-        return None
-    index = y.get_device()
-    dev = _CUDA_DEVICE_OF.get(index)
-    numel = y.numel()
-    if dev is None or numel == 0 or not (_is_tensor(dy) and _fast_matrix(dy, index, y)):
-        return None
-    if out is None:
-        import torch
-        dx = torch.empty_like(y, memory_format=torch.contiguous_format)
-    elif _is_tensor(out) and _fast_matrix(out, index, y):
-        dx = out
-    else:
-        return None
-    cols = y.shape[-1]
-    _check(fn(dev, code, numel // cols, cols, y.data_ptr(), cols, dy.data_ptr(), cols, dx.data_ptr(), cols,
-              _raw_stream(index)))
-    return dx
+    cols = first.shape[-1]
+    matrices = [arg for t in (first, *others, result) for arg in (t.data_ptr(), cols)]
+    _check(fn(dev, code, numel // cols, cols, *matrices, _raw_stream(index)))
+    return result
 
 
 def _same_layout(a, b, what, fn):
@@ -425,7 +406,7 @@ def _forward_cai(fn, name, x, out):
 
 def _forward(fn, name, x, out):
     if _is_tensor(x):
-        y = _forward_fast(fn, x, out)
+        y = _fast_call(fn, x, (), out)
         return y if y is not None else _forward_tensor(fn, name, x, out)
     if not hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"duet.{name}: x must be a torch.Tensor or have __cuda_array_interface__, "
@@ -438,7 +419,7 @@ def _forward(fn, name, x, out):
 
 def _backward(fn, name, y, dy, out):
     y = _coerce(y, name, "y")
-    result = _backward_fast(fn, y, dy, out)
+    result = _fast_call(fn, y, (dy,), out)
     if result is None:
         result = _backward_tensor(fn, name, y, dy, out)
     return result if out is None else out
