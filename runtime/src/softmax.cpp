@@ -16,25 +16,77 @@ namespace duet {
 namespace {
 
 // ------------------------------------------------------------- validation
-struct Span {
+// The largest span a matrix may cover: 2^48 bytes (256 TiB), past the
+// user address space of x86-64 and AArch64 with 4-level page tables and the
+// memory of any device. A larger span can only come from a size mistake.
+constexpr std::int64_t kMaxSpanBytes = std::int64_t(1) << 48;
+
+// Where a rows x cols matrix of `elem`-byte elements with a row stride
+// (elements) lies: rows at begin + r * stride_bytes, each row_bytes long.
+struct Layout {
   std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;  // one past the last byte
+  std::int64_t rows = 0;
+  std::int64_t stride_bytes = 0;
+  std::int64_t row_bytes = 0;
+  std::uintptr_t end = 0;  // one past the last byte of the last row
 };
 
-// Bytes from the first to one past the last element, or an error if that
-// overflows the address space.
-Span span_of(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride, int elem, const char* what) {
+Layout layout_of(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride, int elem,
+                 const char* what) {
   std::int64_t last = 0, bytes = 0;
-  if (__builtin_mul_overflow(rows - 1, stride, &last) || __builtin_add_overflow(last, cols, &last) ||
-      __builtin_mul_overflow(last, std::int64_t(elem), &bytes))
-    throw Error(Status::invalid_argument, std::string(what) + ": rows x stride overflows the address space");
+  const bool overflow = __builtin_mul_overflow(rows - 1, stride, &last) ||
+                        __builtin_add_overflow(last, cols, &last) ||
+                        __builtin_mul_overflow(last, std::int64_t(elem), &bytes);
+  require(!overflow && bytes <= kMaxSpanBytes, Status::invalid_argument, [&] {
+    return std::string(what) + ": " + std::to_string(rows) + " rows of stride " + std::to_string(stride) +
+           " elements span more than 2^48 bytes: the size overflows any device's address space";
+  });
   const auto b = reinterpret_cast<std::uintptr_t>(p);
-  if (b + static_cast<std::uintptr_t>(bytes) < b)
-    throw Error(Status::invalid_argument, std::string(what) + ": the matrix wraps past the end of the address space");
-  return {b, b + static_cast<std::uintptr_t>(bytes)};
+  require(b + static_cast<std::uintptr_t>(bytes) >= b, Status::invalid_argument,
+          [&] { return std::string(what) + ": the matrix wraps past the end of the address space"; });
+  const std::int64_t row_bytes = cols * elem;
+  return {b, rows, rows == 1 ? row_bytes : stride * elem, row_bytes, b + static_cast<std::uintptr_t>(bytes)};
 }
 
-bool overlaps(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
+// Whether two matrices share a byte. Rows are disjoint, increasing
+// intervals, so bounding ranges answer first; interleaved layouts (x in the
+// even row slots of a buffer, y in the odd ones) need the rows themselves.
+enum class Overlap { none, shared, unchecked };
+// Rows merged, for two different strides, before giving up (`unchecked`).
+constexpr std::int64_t kMaxOverlapWalk = std::int64_t(1) << 20;
+
+Overlap overlap(const Layout& a, const Layout& b) {
+  if (!(a.begin < b.end && b.begin < a.end)) return Overlap::none;
+  if (a.rows == 1 || b.rows == 1 || a.stride_bytes == b.stride_bytes) {
+    // One stride s >= row width w (a single row can take any stride): rows
+    // i of a and j of b meet when |d - k s| < w for d = b - a, k = i - j;
+    // only the two multiples of s nearest d can be that close.
+    const std::int64_t s = a.rows == 1 ? b.stride_bytes : a.stride_bytes;
+    const auto d = static_cast<__int128>(b.begin) - static_cast<__int128>(a.begin);
+    const std::int64_t w = a.row_bytes;  // both matrices have cols elements of one type
+    const std::int64_t k_lo = -(b.rows - 1), k_hi = a.rows - 1;
+    const __int128 k0 = d >= 0 ? d / s : -((-d + s - 1) / s);  // floor(d / s)
+    for (__int128 k = k0; k <= k0 + 1; ++k) {
+      if (k < k_lo || k > k_hi) continue;
+      const __int128 gap = d - k * s;
+      if (gap > -w && gap < w) return Overlap::shared;
+    }
+    return Overlap::none;
+  }
+  // Different strides: merge the two sorted lists of rows.
+  std::int64_t i = 0, j = 0;
+  for (std::int64_t steps = 0; i < a.rows && j < b.rows; ++steps) {
+    if (steps == kMaxOverlapWalk) return Overlap::unchecked;
+    const std::uintptr_t ai = a.begin + std::uintptr_t(i * a.stride_bytes);
+    const std::uintptr_t bj = b.begin + std::uintptr_t(j * b.stride_bytes);
+    if (ai < bj + std::uintptr_t(b.row_bytes) && bj < ai + std::uintptr_t(a.row_bytes)) return Overlap::shared;
+    if (ai < bj)
+      ++i;
+    else
+      ++j;
+  }
+  return Overlap::none;
+}
 
 void check_pointer_on(const Device& dev, const void* p, const char* what) {
   if (dev.is_gpu()) {
@@ -70,9 +122,19 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
           [&] { return "cols must be below 2^31, got " + std::to_string(c.cols); });
   const char* x_name = c.backward ? "y" : "x";
   const char* out_name = c.backward ? "dx" : "y";
-  require(c.x != nullptr, bad, [&] { return std::string(x_name) + " is a null pointer"; });
-  require(c.out != nullptr, bad, [&] { return std::string(out_name) + " is a null pointer"; });
-  require(!c.backward || c.dy != nullptr, bad, [&] { return std::string("dy is a null pointer"); });
+  const int elem = dtype_size(c.dtype);
+  // A pointer inside an element faults on a GPU (and poisons the caller's
+  // context), so it is refused here, before any backend sees it.
+  auto check_pointer = [&](const void* p, const char* name) {
+    require(p != nullptr, bad, [&] { return std::string(name) + " is a null pointer"; });
+    require(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(elem) == 0, bad, [&] {
+      return std::string(name) + " is not aligned to its " + std::to_string(elem) + "-byte " + to_string(c.dtype) +
+             " elements";
+    });
+  };
+  check_pointer(c.x, x_name);
+  check_pointer(c.out, out_name);
+  if (c.backward) check_pointer(c.dy, "dy");
   auto check_stride = [&](std::int64_t stride, const char* name) {
     require(stride >= c.cols, bad, [&] {
       return std::string(name) + " row stride " + std::to_string(stride) + " is smaller than cols " +
@@ -82,14 +144,16 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
   check_stride(c.x_stride, x_name);
   check_stride(c.out_stride, out_name);
   if (c.backward) check_stride(c.dy_stride, "dy");
-  const int elem = dtype_size(c.dtype);
-  const Span out = span_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
+  const Layout out = layout_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
   auto check_alias = [&](const void* in, std::int64_t stride, const char* in_name) {
-    const Span s = span_of(in, c.rows, c.cols, stride, elem, in_name);
-    const bool in_place = in == c.out && stride == c.out_stride;
-    require(in_place || !overlaps(s, out), bad, [&] {
+    const Layout s = layout_of(in, c.rows, c.cols, stride, elem, in_name);
+    if (in == c.out && (stride == c.out_stride || c.rows == 1)) return;  // exactly in place
+    const Overlap o = overlap(s, out);
+    require(o == Overlap::none, bad, [&] {
       return std::string(in_name) + " and " + out_name +
-             " overlap without being exactly in place (same pointer, same stride)";
+             (o == Overlap::shared ? " overlap (share elements) without being exactly in place (same pointer, same stride)"
+                                   : " overlap or interleave with different strides over more rows than duet "
+                                     "checks (2^20); use disjoint buffers");
     });
   };
   check_alias(c.x, c.x_stride, x_name);

@@ -30,10 +30,18 @@ typedef enum duet_status_t {
   DUET_STATUS_MAX_ENUM = 0x7fffffff
 } duet_status_t;
 
-/* The *_MAX_ENUM members pin each enum to 32 bits, so any int a caller
- * passes is a valid value to test (and reject) rather than undefined. */
-typedef enum duet_dtype_t { DUET_F32 = 0, DUET_F16 = 1, DUET_BF16 = 2, DUET_DTYPE_MAX_ENUM = 0x7fffffff } duet_dtype_t;
+/* The *_MIN_ENUM and *_MAX_ENUM members give each enum the whole range of a
+ * 32-bit int, so any int a caller passes, negative ones included, is a valid
+ * value to test (and reject) rather than undefined. */
+typedef enum duet_dtype_t {
+  DUET_DTYPE_MIN_ENUM = -0x7fffffff - 1,
+  DUET_F32 = 0,
+  DUET_F16 = 1,
+  DUET_BF16 = 2,
+  DUET_DTYPE_MAX_ENUM = 0x7fffffff
+} duet_dtype_t;
 typedef enum duet_backend_t {
+  DUET_BACKEND_MIN_ENUM = -0x7fffffff - 1,
   DUET_BACKEND_HOST = 0,
   DUET_BACKEND_CUDA = 1,
   DUET_BACKEND_HIP = 2,

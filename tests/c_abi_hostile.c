@@ -1,0 +1,124 @@
+/* Hostile calls through the C ABI, from C, on the host backend: each one is
+ * refused with DUET_ERROR_INVALID_ARGUMENT and a message that names the
+ * problem, before anything is written; valid but unusual layouts run and
+ * give the float64 reference's answer. Under the sanitize preset, UBSan
+ * checks that no call reads an out-of-range enum or a misaligned element. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "duet/duet.h"
+
+static int g_failures = 0;
+
+#define EXPECT(cond, ...)                                      \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      ++g_failures;                                            \
+      fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                            \
+      fprintf(stderr, "\n");                                   \
+    }                                                          \
+  } while (0)
+
+#define POISON 12345.0f
+
+static const duet_device_t kHost = {DUET_BACKEND_HOST, 0};
+
+static int mentions(const char* needle) { return strstr(duet_last_error(), needle) != NULL; }
+
+/* Element-misaligned pointers: refused, output untouched. */
+static void misaligned_elements(void) {
+  _Alignas(16) float x[64], y[64];
+  for (int i = 0; i < 64; ++i) {
+    x[i] = (float)i;
+    y[i] = POISON;
+  }
+  const char* xb = (const char*)x;
+  char* yb = (char*)y;
+  duet_status_t s = duet_softmax(kHost, DUET_F32, 1, 16, xb + 1, 16, y, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("x is not aligned"), "status %d: %s", s, duet_last_error());
+  s = duet_softmax(kHost, DUET_F32, 1, 16, x, 16, yb + 2, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("y is not aligned"), "status %d: %s", s, duet_last_error());
+  s = duet_softmax_backward(kHost, DUET_F16, 1, 16, x, 16, xb + 33, 16, y, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("dy is not aligned"), "status %d: %s", s, duet_last_error());
+  for (int i = 0; i < 64; ++i) EXPECT(y[i] == POISON, "y[%d] written by a refused call", i);
+  /* Offset by whole elements (not 16-byte aligned) is valid. */
+  s = duet_softmax(kHost, DUET_F32, 1, 16, x + 1, 16, y + 3, 16, NULL);
+  EXPECT(s == DUET_SUCCESS, "whole-element offsets refused: %s", duet_last_error());
+  s = duet_softmax(kHost, DUET_BF16, 1, 16, xb + 2, 16, yb + 6, 16, NULL);
+  EXPECT(s == DUET_SUCCESS, "bf16 at 2-byte offsets refused: %s", duet_last_error());
+}
+
+/* Any int is a valid value to pass for an enum: negative codes are refused,
+ * not undefined (UBSan's -fsanitize=enum checks the loads). */
+static void out_of_range_codes(void) {
+  float x[4] = {0, 1, 2, 3}, y[4];
+  const int bad[] = {-1, -5, INT32_MIN, 3, 1000};
+  for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    duet_status_t s = duet_softmax(kHost, (duet_dtype_t)bad[i], 1, 4, x, 4, y, 4, NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("dtype"), "dtype %d: status %d: %s", bad[i], s,
+           duet_last_error());
+    const duet_device_t dev = {(duet_backend_t)bad[i], 0};
+    s = duet_softmax(dev, DUET_F32, 1, 4, x, 4, y, 4, NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("backend"), "backend %d: status %d: %s", bad[i], s,
+           duet_last_error());
+  }
+}
+
+static double softmax_ref(const float* row, int n, int i) {
+  double m = -INFINITY, sum = 0;
+  for (int k = 0; k < n; ++k) m = row[k] > m ? row[k] : m;
+  for (int k = 0; k < n; ++k) sum += exp((double)row[k] - m);
+  return exp((double)row[i] - m) / sum;
+}
+
+/* x in the even row slots of one buffer and y in the odd ones share no
+ * element: valid, and computed right. One element more and they overlap. */
+static void interleaved_layouts(void) {
+  enum { R = 5, C = 24 };
+  float buf[2 * R * C], x_copy[R * C];
+  unsigned seed = 7;
+  for (int i = 0; i < 2 * R * C; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    buf[i] = (float)((int)(seed >> 9) % 2001 - 1000) / 100.0f;
+  }
+  for (int r = 0; r < R; ++r) memcpy(x_copy + r * C, buf + 2 * r * C, C * sizeof(float));
+  duet_status_t s = duet_softmax(kHost, DUET_F32, R, C, buf, 2 * C, buf + C, 2 * C, NULL);
+  EXPECT(s == DUET_SUCCESS, "interleaved rows refused: %s", duet_last_error());
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < C; ++i) {
+      const double want = softmax_ref(x_copy + r * C, C, i), got = buf[2 * r * C + C + i];
+      EXPECT(fabs(got - want) <= 1e-6, "row %d col %d: %g, reference %g", r, i, got, want);
+    }
+  s = duet_softmax(kHost, DUET_F32, R, C, buf, 2 * C, buf + C - 1, 2 * C, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("share elements"), "status %d: %s", s, duet_last_error());
+  /* Different strides that never meet: x rows at 4kC, y rows at (2k+1)C. */
+  float wide[4 * 3 * 8];
+  for (int i = 0; i < 4 * 3 * 8; ++i) wide[i] = (float)(i % 7);
+  s = duet_softmax(kHost, DUET_F32, 3, 8, wide, 32, wide + 8, 16, NULL);
+  EXPECT(s == DUET_SUCCESS, "disjoint rows of different strides refused: %s", duet_last_error());
+  /* ... and two that do: y row 1 starts inside x row 1. */
+  s = duet_softmax(kHost, DUET_F32, 2, 8, wide, 32, wide + 8, 26, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("share elements"), "status %d: %s", s, duet_last_error());
+}
+
+/* A size mistake is reported as one, not as an overlap. */
+static void impossible_sizes(void) {
+  float x[16], y[16];
+  duet_status_t s = duet_softmax(kHost, DUET_F32, (int64_t)1 << 43, 16, x, 16, y, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("2^48") && !mentions("overlap") && !mentions("share"),
+         "status %d: %s", s, duet_last_error());
+  s = duet_softmax(kHost, DUET_F32, 2, 16, x, INT64_MAX / 2, y, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("x: 2 rows of stride"), "status %d: %s", s, duet_last_error());
+}
+
+int main(void) {
+  misaligned_elements();
+  out_of_range_codes();
+  interleaved_layouts();
+  impossible_sizes();
+  printf("c_abi_hostile: %d failed\n", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
