@@ -210,6 +210,7 @@ def _forward(log, input, dim, dtype, out):
             return result
     fn = NAMES[log]
     x = _coerce(input, fn, "input")
+    T.normalize_dim(dim, x.dim(), fn)  # a TypeError/IndexError naming dim, not the dispatcher's schema error
     if out is None:
         return _FORWARD[log](x, dim, dtype)
     y = _coerce(out, fn, "out")
@@ -227,6 +228,7 @@ def _backward(log, output, grad_output, dim, out):
             return result
         fn = NAMES[log] + "_backward"
         output, grad_output = _coerce(output, fn, "output"), _coerce(grad_output, fn, "grad_output")
+        T.normalize_dim(dim, output.dim(), fn)
         if out is not None:
             with torch.no_grad():
                 _backward_kernel(log, grad_output, output, dim, None, out=_coerce(out, fn, "out"))

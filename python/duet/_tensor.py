@@ -249,7 +249,7 @@ def fast_call(log, first, others, dim, out):
         return None
     code = DTYPE_CODES.get(first.dtype)
     ndim = first.dim()
-    if (code is None or ndim == 0 or (dim != -1 and dim != ndim - 1) or not first.is_contiguous()
+    if (code is None or ndim == 0 or type(dim) is not int or (dim != -1 and dim != ndim - 1) or not first.is_contiguous()
             or (first.requires_grad and _is_grad_enabled())):
         return None
     index = first.get_device()

@@ -20,7 +20,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
+
+
+def _installed_with_library():
+    """Whether an installed duet (pip install .) with its bundled libduet is importable."""
+    import importlib.util
+    spec = importlib.util.find_spec("duet")
+    return spec is not None and spec.origin is not None and (pathlib.Path(spec.origin).parent / "libduet.so").exists()
 
 
 def _find_library():
@@ -35,8 +41,12 @@ def _find_library():
     return None
 
 
-if _find_library() is None:
-    pytest.skip("libduet.so not found: set DUET_LIBRARY", allow_module_level=True)
+# The installed package where there is one and DUET_LIBRARY is not set; else
+# the source tree with a libduet from a build folder.
+if os.environ.get("DUET_LIBRARY") or not _installed_with_library():
+    sys.path.insert(0, str(ROOT / "python"))
+    if _find_library() is None:
+        pytest.skip("libduet.so not found: set DUET_LIBRARY or pip install .", allow_module_level=True)
 
 import duet  # noqa: E402
 import duet.autograd as dag  # noqa: E402  (the same functions as duet.softmax / duet.log_softmax)
@@ -54,7 +64,7 @@ HAS_CUDA = torch.cuda.is_available() and bool(DUET_GPUS)
 needs_cuda = pytest.mark.skipif(
     not HAS_CUDA,
     reason="no CUDA device for torch" if not torch.cuda.is_available()
-    else f"{os.environ['DUET_LIBRARY']} has no GPU backend (devices {duet.devices()})")
+    else f"{duet.library_path()} has no GPU backend (devices {duet.devices()})")
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 
 
@@ -112,7 +122,7 @@ def test_library_has_gpu_backend_when_required():
     # Like the C++ suite: DUET_REQUIRE_GPU=1 turns "GPU tests skipped" into a failure.
     if os.environ.get("DUET_REQUIRE_GPU") == "1":
         assert torch.cuda.is_available(), "DUET_REQUIRE_GPU=1 but torch sees no CUDA device"
-        assert DUET_GPUS, f"DUET_REQUIRE_GPU=1 but {os.environ['DUET_LIBRARY']} has no GPU device: {duet.devices()}"
+        assert DUET_GPUS, f"DUET_REQUIRE_GPU=1 but {duet.library_path()} has no GPU device: {duet.devices()}"
 
 
 # ============================================================ CPU: the host backend
@@ -279,7 +289,7 @@ def test_import_without_torch():
         "try:\n    duet.autograd\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('autograd without torch')\n"
         "try:\n    duet.softmax([1.0])\nexcept TypeError:\n    pass\nelse:\n    raise SystemExit('list accepted')\n"
         "print('ok')\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(duet.__file__).parent.parent))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
