@@ -221,11 +221,11 @@ def _dispatch_is_plain():
     """A predicate: no torch function or dispatch mode and no functorch
     transform is active (under those, tensors must go through the
     dispatcher, not straight to libduet). Built from what this torch has."""
-    checks = [getattr(torch._C, name, None) for name in ("_is_torch_function_mode_enabled",
-                                                            "_len_torch_dispatch_stack")]
-    functorch = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
-    checks = [c for c in checks + [functorch] if c is not None]
-    return lambda: not any(c() for c in checks)
+    c = torch._C
+    function_mode = getattr(c, "_is_torch_function_mode_enabled", None) or (lambda: False)
+    dispatch_modes = getattr(c, "_len_torch_dispatch_stack", None) or (lambda: 0)
+    transform = getattr(getattr(c, "_functorch", None), "peek_interpreter_stack", None) or (lambda: None)
+    return lambda: not function_mode() and not dispatch_modes() and transform() is None
 
 
 dispatch_is_plain = _dispatch_is_plain()
