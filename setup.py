@@ -4,6 +4,8 @@ The library is built for every backend this machine has a compiler for
 (CUDA through nvcc, HIP through hipcc, and the host), as CMake decides;
 DUET_CMAKE_ARGS adds options (shell-quoted), e.g.
     DUET_CMAKE_ARGS="-DDUET_ENABLE_HIP=OFF -DDUET_CUDA_ARCHITECTURES=90" pip install --no-build-isolation .
+DUET_PREBUILT_LIBRARY=build/libduet.so bundles a library already built
+instead (CI reuses its CMake build that way).
 The package version is CMake's project(VERSION), the one libduet reports.
 """
 import os
@@ -36,8 +38,14 @@ class CMakeLibrary(Extension):
 
 class BuildLibduet(build_ext):
     def build_extension(self, ext):
-        build_dir = pathlib.Path(self.build_temp).resolve() / "cmake"
+        library = os.environ.get("DUET_PREBUILT_LIBRARY") or self.build_with_cmake()
         package_dir = pathlib.Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        package_dir.mkdir(parents=True, exist_ok=True)
+        # The real file under the name the binding loads (no SONAME links in a wheel).
+        shutil.copyfile(os.path.realpath(library), package_dir / "libduet.so")
+
+    def build_with_cmake(self):
+        build_dir = pathlib.Path(self.build_temp).resolve() / "cmake"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), *generator, "-DCMAKE_BUILD_TYPE=Release",
                      "-DDUET_BUILD_TESTS=OFF", "-DDUET_BUILD_TOOLS=OFF",
@@ -45,9 +53,7 @@ class BuildLibduet(build_ext):
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "duet", "-j", jobs], check=True)
-        package_dir.mkdir(parents=True, exist_ok=True)
-        # The real file under the name the binding loads (no SONAME links in a wheel).
-        shutil.copyfile(build_dir / "libduet.so", package_dir / "libduet.so")
+        return build_dir / "libduet.so"
 
     def get_ext_filename(self, ext_name):
         return os.path.join(*ext_name.split(".")[:-1], "libduet.so")

@@ -3,13 +3,15 @@
 # the host backend. Installs python3-torch, python3-pytest,
 # python3-setuptools, python3-pip and python3-venv where missing.
 #
+# The package is installed with `pip install --no-build-isolation .` into a
+# virtual environment that sees the system packages, and the tests run
+# against it from outside the source tree, with no DUET_LIBRARY.
+#
 # Environment:
-#   DUET_LIBRARY   test the source tree against this libduet (CI's build/libduet.so)
-#                  instead of building and installing the package
+#   DUET_LIBRARY   a libduet already built (CI's build/libduet.so): bundled into
+#                  the package as it is (DUET_PREBUILT_LIBRARY) instead of a
+#                  host-only CMake build
 #   PYTHON         interpreter (default /usr/bin/python3: Debian's, which has torch)
-# Without DUET_LIBRARY: `pip install --no-build-isolation .` (host backend only)
-# into a virtual environment that sees the system packages, then the tests
-# against the installed package, from outside the source tree.
 # Tests that need a newer torch (custom_op, torch.compile, torch.export) or
 # a GPU are skipped with their reason shown (-rs).
 set -euo pipefail
@@ -30,19 +32,20 @@ if ((${#missing[@]})); then
 fi
 
 pytest_args=(-q -rs -p no:cacheprovider "$root/python/tests")
-if [[ -n "${DUET_LIBRARY:-}" ]]; then
-  echo "+ DUET_LIBRARY=$DUET_LIBRARY PYTHONPATH=python $py -m pytest ${pytest_args[*]}"
-  DUET_LIBRARY=$(realpath "$DUET_LIBRARY") PYTHONPATH=$root/python "$py" -m pytest "${pytest_args[@]}"
-  exit
-fi
-
 work=$(mktemp -d "${TMPDIR:-/tmp}/duet-python-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "+ $py -m venv --system-site-packages $work/venv"
 "$py" -m venv --system-site-packages "$work/venv"
-echo "+ pip install --no-build-isolation --no-deps . (host backend only)"
-DUET_CMAKE_ARGS="${DUET_CMAKE_ARGS:--DDUET_ENABLE_CUDA=OFF -DDUET_ENABLE_HIP=OFF}" \
-  "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
+if [[ -n "${DUET_LIBRARY:-}" ]]; then
+  echo "+ DUET_PREBUILT_LIBRARY=$DUET_LIBRARY pip install --no-build-isolation --no-deps ."
+  DUET_PREBUILT_LIBRARY=$(realpath "$DUET_LIBRARY") \
+    "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
+else
+  echo "+ pip install --no-build-isolation --no-deps . (host backend only)"
+  DUET_CMAKE_ARGS="${DUET_CMAKE_ARGS:--DDUET_ENABLE_CUDA=OFF -DDUET_ENABLE_HIP=OFF}" \
+    "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
+fi
+unset DUET_LIBRARY
 cd "$work"
 "$work/venv/bin/python" -c "import duet; print(f'duet {duet.__version__} from {duet.library_path()}: {duet.devices()}')"
 echo "+ python -m pytest ${pytest_args[*]}"
