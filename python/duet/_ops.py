@@ -136,6 +136,8 @@ def _register_library():
             for key in ("CPU", "CUDA"):
                 _library.impl(op, kernel, key)
             _library.impl(op, fake, "Meta")
+            if op != name:  # 1.13 has no autograd fallthrough for meta tensors; the forward has its Autograd kernel
+                _library.impl(op, fake, "AutogradMeta")
         _library.impl(name, _autograd_kernel(name, forward, forward_fake), "Autograd")
 
 

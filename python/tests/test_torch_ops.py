@@ -184,6 +184,11 @@ def test_meta_kernels_give_the_real_layout(op):
         assert meta.device.type == "meta" and meta.shape == real.shape and meta.stride() == real.stride()
     meta32 = TORCH_OPS[op](x.to("meta").bfloat16(), 1, torch.float32)
     assert meta32.dtype == torch.float32
+    backward = getattr(torch.ops.duet, f"{op}_backward")
+    y = TORCH_OPS[op](x, 1, None)
+    real = backward(torch.ones_like(y), y, 1, torch.bfloat16)
+    meta = backward(torch.ones_like(y, device="meta"), y.to("meta"), 1, torch.bfloat16)
+    assert meta.dtype == real.dtype == torch.bfloat16 and meta.stride() == real.stride()
 
 
 # ============================================================ torch >= 2.4: custom_op, compile, export
