@@ -8,7 +8,8 @@
 #      torch.compile(fullgraph=True) with duet and with torch, losses to 1e-3;
 #   3. bench/device_time_check.py: device time inside torch.compile and a CUDA
 #      graph against eager;
-#   4. bench/host_time.py: host time a call against torch.softmax.
+#   4. bench/host_time.py: host time a call against torch.softmax;
+#   5. the C++ GPU case of split_stream with a caller's workspace ($B's duet_gpu_tests).
 # Each part's log and JSON land in $OUT (default ./python-gpu-check) and are
 # kept whatever a later part does; the exit status is 1 if any part failed.
 #
@@ -20,7 +21,8 @@ B=${B:?set B to a CUDA build folder holding libduet.so}
 OUT=${OUT:-$PWD/python-gpu-check}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-export DUET_LIBRARY=$(realpath "$B/libduet.so") PYTHONPATH=$PWD/python DUET_REQUIRE_GPU=1
+library=$(realpath "$B/libduet.so")
+export DUET_LIBRARY=$library PYTHONPATH=$PWD/python DUET_REQUIRE_GPU=1
 failed=()
 
 part() {
@@ -38,12 +40,13 @@ part() {
   fi
 }
 
-part environment "$PY" -c "import torch, duet; print('torch', torch.__version__, torch.cuda.get_device_name(), \
-'| duet', duet.__version__, duet.library_path(), duet.devices())"
+"$PY" -c "import torch, duet; print('torch', torch.__version__, torch.cuda.get_device_name(), \
+'| duet', duet.__version__, duet.library_path(), duet.devices())" || failed+=(environment)
 part pytest "$PY" -m pytest -q -rs -p no:cacheprovider python/tests
 part train_check "$PY" bench/train_check.py --steps 50 --json "$OUT/train_check.json"
 part device_time "$PY" bench/device_time_check.py --json "$OUT/device_time.json"
 part host_time "$PY" bench/host_time.py --device cuda --json "$OUT/host_time.json"
+part gpu_workspace_test "$B/tests/duet_gpu_tests" "--test-case=split_stream with the caller*"
 
 if ((${#failed[@]})); then
   echo "python_gpu_check: FAILED: ${failed[*]} (logs in $OUT)"
