@@ -103,11 +103,11 @@ assert "host:0" in duet.devices()
 # The C ABI directly (torch is not needed for this): a host softmax and a refused call.
 x = (ctypes.c_float * 6)(0, 0, 0, 1, 2, 3)
 y = (ctypes.c_float * 6)()
-host = duet._abi._Device(duet._abi.BACKEND_HOST, 0)
-duet._abi._check(lib.duet_softmax(host, duet._abi.F32, 2, 3, x, 3, y, 3, None))
+host = duet._lib.Device(duet._lib.BACKEND_HOST, 0)
+duet._lib.check(lib.duet_softmax(host, duet._lib.F32, 2, 3, x, 3, y, 3, None))
 assert abs(sum(y[:3]) - 1) < 1e-6 and abs(sum(y[3:]) - 1) < 1e-6, list(y)
 try:
-    duet._abi._check(lib.duet_softmax(host, duet._abi.F32, 2, 3, None, 3, y, 3, None))
+    duet._lib.check(lib.duet_softmax(host, duet._lib.F32, 2, 3, None, 3, y, 3, None))
     raise SystemExit("a null input was accepted")
 except duet.DuetError as e:
     assert e.status == 1, e

@@ -2,7 +2,9 @@
 // behaviour (exit codes, JSON, property files, plans) on a machine of any kind.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -30,6 +32,58 @@ TEST_CASE("C ABI: host softmax and status codes") {
   CHECK(std::string(duet_last_error()).empty());
   duet_device_t d{};
   CHECK(duet_get_device(count, &d) == DUET_ERROR_NO_DEVICE);
+}
+
+TEST_CASE("C ABI: workspace size query and calls with the caller's workspace (host)") {
+  const duet_device_t host{DUET_BACKEND_HOST, 0};
+  size_t bytes = 123;
+  // The host runs every shape without a workspace, wide rows included.
+  for (int64_t cols : {int64_t(1), int64_t(1000), int64_t(1) << 20}) {
+    for (int backward : {0, 1}) {
+      bytes = 123;
+      REQUIRE(duet_softmax_workspace_size(host, DUET_BF16, 3, cols, backward, &bytes) == DUET_SUCCESS);
+      CHECK(bytes == 0);
+    }
+  }
+  REQUIRE(duet_softmax_workspace_size(host, DUET_F32, 0, 5, 0, &bytes) == DUET_SUCCESS);
+  CHECK(bytes == 0);
+  CHECK(duet_softmax_workspace_size(host, DUET_F32, 2, 3, 0, nullptr) == DUET_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(duet_last_error()).find("bytes") != std::string::npos);
+  CHECK(duet_softmax_workspace_size(host, DUET_F32, -1, 3, 0, &bytes) == DUET_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(duet_last_error()).find("rows") != std::string::npos);
+  CHECK(duet_softmax_workspace_size(host, static_cast<duet_dtype_t>(9), 2, 3, 0, &bytes) ==
+        DUET_ERROR_INVALID_ARGUMENT);
+  CHECK(duet_softmax_workspace_size({DUET_BACKEND_HOST, 3}, DUET_F32, 2, 3, 0, &bytes) == DUET_ERROR_NO_DEVICE);
+
+  // The _ws calls: a workspace (or none, where none is needed) is accepted,
+  // and the results equal the calls without one.
+  float x[8] = {0, 1, 2, 3, -1, 0, 5, 2}, dy[8] = {1, 0, 0, 2, 1, 1, -1, 0};
+  float y[8], y_ws[8], dx[8], dx_ws[8];
+  alignas(16) unsigned char workspace[64];
+  struct Family {
+    decltype(&duet_softmax) forward;
+    decltype(&duet_softmax_ws) forward_ws;
+    decltype(&duet_softmax_backward) backward;
+    decltype(&duet_softmax_backward_ws) backward_ws;
+  };
+  for (const Family& f : {Family{duet_softmax, duet_softmax_ws, duet_softmax_backward, duet_softmax_backward_ws},
+                          Family{duet_log_softmax, duet_log_softmax_ws, duet_log_softmax_backward,
+                                 duet_log_softmax_backward_ws}}) {
+    for (void* ws : {static_cast<void*>(workspace), static_cast<void*>(nullptr)}) {
+      const size_t ws_bytes = ws == nullptr ? 0 : sizeof(workspace);
+      std::fill(std::begin(y_ws), std::end(y_ws), -7.0f);
+      std::fill(std::begin(dx_ws), std::end(dx_ws), -7.0f);
+      REQUIRE(f.forward(host, DUET_F32, 2, 4, x, 4, y, 4, nullptr) == DUET_SUCCESS);
+      REQUIRE(f.forward_ws(host, DUET_F32, 2, 4, x, 4, y_ws, 4, ws, ws_bytes, nullptr) == DUET_SUCCESS);
+      CHECK(std::equal(std::begin(y), std::end(y), std::begin(y_ws)));
+      REQUIRE(f.backward(host, DUET_F32, 2, 4, y, 4, dy, 4, dx, 4, nullptr) == DUET_SUCCESS);
+      REQUIRE(f.backward_ws(host, DUET_F32, 2, 4, y, 4, dy, 4, dx_ws, 4, ws, ws_bytes, nullptr) == DUET_SUCCESS);
+      CHECK(std::equal(std::begin(dx), std::end(dx), std::begin(dx_ws)));
+    }
+  }
+  // The _ws calls check their arguments like the others.
+  CHECK(duet_softmax_ws(host, DUET_F32, 2, 4, x, 4, x + 1, 4, nullptr, 0, nullptr) == DUET_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(duet_last_error()).find("overlap") != std::string::npos);
 }
 
 namespace {

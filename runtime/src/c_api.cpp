@@ -60,6 +60,11 @@ using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::
 using BackwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
                             const void*, std::int64_t, void*, std::int64_t, void*);
 
+using ForwardWsFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
+                             void*, std::int64_t, duet::Workspace, void*);
+using BackwardWsFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
+                              const void*, std::int64_t, void*, std::int64_t, duet::Workspace, void*);
+
 duet_status_t forward(ForwardFn fn, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                       int64_t x_stride, void* y, int64_t y_stride, void* stream) {
   return guarded([&] { fn(to_device(device), to_dtype(dtype), rows, cols, x, x_stride, y, y_stride, stream); });
@@ -69,6 +74,22 @@ duet_status_t backward(BackwardFn fn, duet_device_t device, duet_dtype_t dtype, 
                        void* stream) {
   return guarded([&] {
     fn(to_device(device), to_dtype(dtype), rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+  });
+}
+
+duet_status_t forward_ws(ForwardWsFn fn, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                         const void* x, int64_t x_stride, void* y, int64_t y_stride, void* workspace,
+                         size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    fn(to_device(device), to_dtype(dtype), rows, cols, x, x_stride, y, y_stride, {workspace, workspace_bytes}, stream);
+  });
+}
+duet_status_t backward_ws(BackwardWsFn fn, duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                          const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
+                          int64_t dx_stride, void* workspace, size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    fn(to_device(device), to_dtype(dtype), rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride,
+       {workspace, workspace_bytes}, stream);
   });
 }
 
@@ -135,6 +156,38 @@ duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype
                                         const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
                                         int64_t dx_stride, void* stream) {
   return backward(&duet::log_softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+}
+duet_status_t duet_softmax_workspace_size(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                          int backward, size_t* bytes) {
+  return guarded([&] {
+    duet::require(bytes != nullptr, duet::Status::invalid_argument, "bytes is a null pointer");
+    *bytes = duet::workspace_size(to_device(device), to_dtype(dtype), rows, cols, backward != 0);
+  });
+}
+duet_status_t duet_softmax_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                              int64_t x_stride, void* y, int64_t y_stride, void* workspace, size_t workspace_bytes,
+                              void* stream) {
+  return forward_ws(&duet::softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, workspace, workspace_bytes,
+                    stream);
+}
+duet_status_t duet_log_softmax_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                                  int64_t x_stride, void* y, int64_t y_stride, void* workspace, size_t workspace_bytes,
+                                  void* stream) {
+  return forward_ws(&duet::log_softmax, device, dtype, rows, cols, x, x_stride, y, y_stride, workspace,
+                    workspace_bytes, stream);
+}
+duet_status_t duet_softmax_backward_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                       const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
+                                       int64_t dx_stride, void* workspace, size_t workspace_bytes, void* stream) {
+  return backward_ws(&duet::softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride,
+                     workspace, workspace_bytes, stream);
+}
+duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                           const void* y, int64_t y_stride, const void* dy, int64_t dy_stride,
+                                           void* dx, int64_t dx_stride, void* workspace, size_t workspace_bytes,
+                                           void* stream) {
+  return backward_ws(&duet::log_softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx,
+                     dx_stride, workspace, workspace_bytes, stream);
 }
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });

@@ -1,5 +1,6 @@
 #include "duet/softmax.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -247,16 +248,16 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
   return shape;
 }
 
-// The cached plan for a call's shape class (entries are never erased, so
-// the reference stays valid); its grid is for the rows it was planned with.
-const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
-  const bool vec = vector_ok(c);
-  const PlanKey key{dev.backend(), dev.ordinal(), c.dtype, c.backward, vec, c.cols};
+// The cached plan for a shape class (entries are never erased, so the
+// reference stays valid); its grid is for the rows it was planned with.
+const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, std::int64_t rows,
+                        std::int64_t cols) {
+  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, cols};
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape = shape_with_overrides({c.dtype, c.backward, c.rows, c.cols, vec});
+      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       // The occupancy model counts blocks per SM; how many clusters find
@@ -281,13 +282,15 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
           shape.allow_clusters = false;
         fresh = plan_softmax(dev.props(), shape, attributes);
       }
-      log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), c.rows, c.cols,
-                 to_string(c.dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
+      log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), rows, cols, to_string(dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
                  fresh.geometry.dynamic_smem, fresh.why);
       it = g_plans.emplace(key, std::move(fresh)).first;
     }
     return it->second;
   }
+}
+const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
+  return cached_plan(dev, c.dtype, c.backward, vector_ok(c), c.rows, c.cols);
 }
 
 // Grow-only workspace per (device, stream). split_row's two kernels must
@@ -330,7 +333,48 @@ Workspaces& workspaces() {
   return *w;
 }
 
+// A caller's workspace for a call that needs `needed` bytes: large enough,
+// aligned for the 64-bit ticket counter and vector stores of partials, on
+// the call's device, and apart from the call's matrices.
+void check_workspace(const Device& dev, const SoftmaxCall& c, const Workspace& w, std::int64_t needed) {
+  constexpr Status bad = Status::invalid_argument;
+  require(w.data != nullptr && w.bytes >= static_cast<std::size_t>(needed), bad, [&] {
+    return "workspace of " + std::to_string(w.data == nullptr ? 0 : w.bytes) + " bytes is too small: this call needs " +
+           std::to_string(needed) + " (see workspace_size)";
+  });
+  require(reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0, bad,
+          [] { return std::string("workspace must be 16-byte aligned"); });
+  check_pointer_on(dev, w.data, "workspace");
+  const Span ws = span_of(w.data, 1, needed, needed, 1, "workspace");
+  const int elem = dtype_size(c.dtype);
+  auto apart = [&](const void* p, std::int64_t stride, const char* name) {
+    require(!overlaps(ws, span_of(p, c.rows, c.cols, stride, elem, name)), bad,
+            [&] { return std::string("workspace overlaps ") + name; });
+  };
+  apart(c.x, c.x_stride, c.backward ? "y" : "x");
+  apart(c.out, c.out_stride, c.backward ? "dx" : "y");
+  if (c.backward) apart(c.dy, c.dy_stride, "dy");
+}
+
 }  // namespace
+
+std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, bool backward) {
+  constexpr Status bad = Status::invalid_argument;
+  require(rows >= 0 && cols >= 0, bad, [&] {
+    return "rows and cols must be >= 0, got " + std::to_string(rows) + " x " + std::to_string(cols);
+  });
+  require(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16, bad,
+          [&] { return "unsupported dtype code " + std::to_string(static_cast<int>(dtype)); });
+  if (rows == 0 || cols == 0) return 0;
+  require(cols < (std::int64_t(1) << 31), bad, [&] { return "cols must be below 2^31, got " + std::to_string(cols); });
+  // Scalar accesses take any pointer; vectors need cols (and strides and
+  // pointers) in whole 16-byte vectors. The caller's pointers are not known
+  // here, so the answer covers both paths.
+  std::int64_t bytes = grid_for(cached_plan(dev, dtype, backward, false, rows, cols), rows).workspace_bytes;
+  if (cols % dtype_vec16(dtype) == 0)
+    bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, rows, cols), rows).workspace_bytes);
+  return static_cast<std::size_t>(bytes);
+}
 
 Plan plan_for(const Device& dev, const SoftmaxCall& call) {
   if (!validate(dev, call)) throw Error(Status::invalid_argument, "empty call: rows or cols is 0, nothing to plan");
@@ -356,14 +400,20 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  Workspaces::Lease workspace;
+  Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
-    workspace = workspaces().get(dev, c.stream, grid.workspace_bytes);
-    a.partials = static_cast<float*>(workspace.buffer->data());
+    void* workspace = nullptr;
+    if (c.workspace) {
+      check_workspace(dev, c, *c.workspace, grid.workspace_bytes);
+      workspace = c.workspace->data;
+    } else {
+      cached = workspaces().get(dev, c.stream, grid.workspace_bytes);
+      workspace = cached.buffer->data();
+    }
+    a.partials = static_cast<float*>(workspace);
     if (plan.kernel.strategy == Strategy::split_stream) {
-      a.counters = static_cast<unsigned*>(workspace.buffer->data());
-      a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace.buffer->data()) +
-                                            split_stream_partials_offset(c.rows));
+      a.counters = static_cast<unsigned*>(workspace);
+      a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + split_stream_partials_offset(c.rows));
       a.lag = plan.stream_lag;
     }
   }
@@ -395,6 +445,10 @@ SoftmaxCall backward_call(Op op, DType dtype, std::int64_t rows, std::int64_t co
   c.dy_stride = dy_stride;
   return c;
 }
+SoftmaxCall with_workspace(SoftmaxCall c, Workspace workspace) {
+  c.workspace = workspace;
+  return c;
+}
 }  // namespace
 
 void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
@@ -414,6 +468,30 @@ void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std
                           std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
                           std::int64_t dx_stride, void* stream) {
   run(dev, backward_call(Op::log_softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream));
+}
+
+void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+             std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream) {
+  run(dev, with_workspace(forward_call(Op::softmax, dtype, rows, cols, x, x_stride, y, y_stride, stream), workspace));
+}
+void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                 std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream) {
+  run(dev,
+      with_workspace(forward_call(Op::log_softmax, dtype, rows, cols, x, x_stride, y, y_stride, stream), workspace));
+}
+void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
+                      Workspace workspace, void* stream) {
+  run(dev, with_workspace(
+               backward_call(Op::softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream),
+               workspace));
+}
+void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                          std::int64_t dx_stride, Workspace workspace, void* stream) {
+  run(dev, with_workspace(
+               backward_call(Op::log_softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream),
+               workspace));
 }
 
 KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize) {

@@ -337,6 +337,55 @@ TEST_CASE("out of device memory for split_stream's workspace: a clear error, not
   CHECK(std::all_of(out.begin(), out.end(), [&](float v) { return std::fabs(v - want) <= 1e-6f * want; }));
 }
 
+TEST_CASE("split_stream with the caller's workspace: the same bits as duet's own; too small a one refused") {
+  const Device dev = duet::testing::first_gpu();
+  const std::int64_t rows = 5, cols = (std::int64_t(1) << 20) + 12;  // split_stream forward and backward
+  const std::size_t elems = static_cast<std::size_t>(rows * cols), bytes = elems * 4;
+  Buffer x(dev, bytes), dy(dev, bytes), y_own(dev, bytes), y_lent(dev, bytes), dx_own(dev, bytes), dx_lent(dev, bytes);
+  x.upload(duet::testing::random_values(elems).data(), bytes);
+  dy.upload(duet::testing::random_values(elems, 1.0f).data(), bytes);
+  Stream stream(dev);
+  auto same_bits = [&](const Buffer& a, const Buffer& b) {
+    synchronize(dev, stream.handle());
+    std::vector<std::uint8_t> ha(bytes), hb(bytes);
+    a.download(ha.data(), bytes);
+    b.download(hb.data(), bytes);
+    return ha == hb;
+  };
+  for (bool bwd : {false, true}) {
+    INFO((bwd ? "backward" : "forward"));
+    const std::size_t need = workspace_size(dev, DType::f32, rows, cols, bwd);
+    CHECK(need > 0);
+    CHECK(workspace_size(dev, DType::f32, rows, 1000, bwd) == 0);  // on-chip rows need none
+    Buffer lent(dev, need);
+    lent.fill(0x5a);  // uninitialised memory is fine: the call zeroes what it counts with
+    Buffer& own = bwd ? dx_own : y_own;
+    Buffer& out = bwd ? dx_lent : y_lent;
+    out.fill(0x7f);
+    auto call = [&](Workspace w, Buffer& dst) {
+      if (bwd)
+        softmax_backward(dev, DType::f32, rows, cols, y_own.data(), cols, dy.data(), cols, dst.data(), cols, w,
+                         stream.handle());
+      else
+        softmax(dev, DType::f32, rows, cols, x.data(), cols, dst.data(), cols, w, stream.handle());
+    };
+    duet::testing::expect_refused([&] { call({lent.data(), need - 1}, out); }, std::to_string(need).c_str());
+    duet::testing::expect_refused([&] { call({}, out); }, "too small");
+    duet::testing::expect_refused([&] { call({static_cast<char*>(lent.data()) + 8, need}, out); }, "aligned");
+    std::vector<std::uint8_t> untouched(bytes);
+    synchronize(dev, stream.handle());
+    out.download(untouched.data(), bytes);
+    CHECK(std::all_of(untouched.begin(), untouched.end(), [](std::uint8_t b) { return b == 0x7f; }));
+    if (bwd)
+      softmax_backward(dev, DType::f32, rows, cols, y_own.data(), cols, dy.data(), cols, own.data(), cols,
+                       stream.handle());
+    else
+      softmax(dev, DType::f32, rows, cols, x.data(), cols, own.data(), cols, stream.handle());
+    call({lent.data(), need}, out);
+    CHECK(same_bits(own, out));
+  }
+}
+
 // Needs two GPUs of one backend (e.g. nvidia-h200-x2); reported as skipped
 // otherwise.
 TEST_CASE("two devices: another device's pointer is refused; both run at once" *

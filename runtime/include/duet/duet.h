@@ -5,6 +5,7 @@
 #ifndef DUET_DUET_H
 #define DUET_DUET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -75,6 +76,33 @@ DUET_API duet_status_t duet_softmax_backward(duet_device_t device, duet_dtype_t 
 DUET_API duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows,
                                                  int64_t cols, const void* y, int64_t y_stride, const void* dy,
                                                  int64_t dy_stride, void* dx, int64_t dx_stride, void* stream);
+/* Caller-provided workspace (CUB's two-phase style), so that the caller
+ * owns every allocation (a CUDA graph can capture the calls):
+ * duet_softmax_workspace_size gives the bytes a call of this shape needs on
+ * `device` (backward: 0 forward, 1 backward; the same for softmax and
+ * log_softmax), 0 for most shapes and for any pointers and strides. The
+ * *_ws calls then take `workspace`: device memory of `device`, 16-byte
+ * aligned, apart from the matrices, uninitialised is fine, in use until the
+ * call's kernels finish on `stream`. A workspace smaller than needed is
+ * refused with DUET_ERROR_INVALID_ARGUMENT, the message naming the size;
+ * where the shape needs none, `workspace` may be NULL. The calls without
+ * _ws keep a per-stream workspace of their own, allocated on first need. */
+DUET_API duet_status_t duet_softmax_workspace_size(duet_device_t device, duet_dtype_t dtype, int64_t rows,
+                                                   int64_t cols, int backward, size_t* bytes);
+DUET_API duet_status_t duet_softmax_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                       const void* x, int64_t x_stride, void* y, int64_t y_stride, void* workspace,
+                                       size_t workspace_bytes, void* stream);
+DUET_API duet_status_t duet_log_softmax_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                           const void* x, int64_t x_stride, void* y, int64_t y_stride,
+                                           void* workspace, size_t workspace_bytes, void* stream);
+DUET_API duet_status_t duet_softmax_backward_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                                const void* y, int64_t y_stride, const void* dy, int64_t dy_stride,
+                                                void* dx, int64_t dx_stride, void* workspace, size_t workspace_bytes,
+                                                void* stream);
+DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_dtype_t dtype, int64_t rows,
+                                                    int64_t cols, const void* y, int64_t y_stride, const void* dy,
+                                                    int64_t dy_stride, void* dx, int64_t dx_stride, void* workspace,
+                                                    size_t workspace_bytes, void* stream);
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
 

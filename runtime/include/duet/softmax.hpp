@@ -11,13 +11,25 @@
 // row NaN, +inf makes it NaN (inf - inf), a row of all -inf gives NaN.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "duet/device.hpp"
 #include "duet/planner.hpp"
 #include "softmax_variants.hpp"
 
 namespace duet {
+
+// Memory the caller lends a call (CUB's two-phase style: ask
+// workspace_size, then pass that many bytes): device memory of the call's
+// device, 16-byte aligned, not overlapping the call's matrices, used only
+// by this call's kernels on its stream (stream order makes it free again
+// for the next call on that stream). Uninitialised memory is fine.
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
 
 struct SoftmaxCall {
   Op op = Op::softmax;
@@ -32,6 +44,10 @@ struct SoftmaxCall {
   void* out = nullptr;         // forward: y; backward: dx
   std::int64_t out_stride = 0;
   void* stream = nullptr;
+  // The caller's workspace; without one, a call that needs a workspace
+  // (split_row, split_stream) takes it from duet's per-stream cache, grown
+  // on demand with a device allocation (not allowed under graph capture).
+  std::optional<Workspace> workspace;
 };
 
 // Checks `call` (throws duet::Error with a one-line reason, writing nothing),
@@ -40,6 +56,12 @@ void run(const Device& dev, const SoftmaxCall& call);
 
 // The plan `run` would use, without launching.
 Plan plan_for(const Device& dev, const SoftmaxCall& call);
+
+// Bytes of workspace a call of this shape needs on `dev`: 0 for most shapes
+// (rows too wide for on-chip memory need one), and 0 when rows or cols is 0.
+// It holds for any pointers and strides of the shape (the largest over the
+// vector and scalar paths). Throws for a bad shape or dtype.
+std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, bool backward);
 
 void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
              std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
@@ -53,6 +75,20 @@ void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::in
 void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
                           std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
                           std::int64_t dx_stride, void* stream = nullptr);
+
+// The same four with the caller's workspace: at least workspace_size()
+// bytes (a smaller one is refused with invalid_argument, naming the size
+// needed, before anything runs); ignored where the shape needs none.
+void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+             std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream = nullptr);
+void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                 std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream = nullptr);
+void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
+                      Workspace workspace, void* stream = nullptr);
+void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                          std::int64_t dx_stride, Workspace workspace, void* stream = nullptr);
 
 // A compiled kernel's attributes on a live device (cudaFuncGetAttributes /
 // hipFuncGetAttributes), and the vendor's own occupancy answer for it

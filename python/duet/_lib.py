@@ -1,0 +1,129 @@
+"""The ctypes binding of duet/duet.h: finding and loading libduet, the
+function signatures, status checks. No tensor logic and no torch here.
+
+libduet is looked for, in order: $DUET_LIBRARY; the libduet.so that
+`pip install` puts beside this file; libduet.so on the loader path.
+"""
+import ctypes
+import os
+import pathlib
+
+# duet_dtype_t and duet_backend_t of duet/duet.h
+F32, F16, BF16 = 0, 1, 2
+BACKEND_HOST, BACKEND_CUDA, BACKEND_HIP = 0, 1, 2
+_BACKEND_NAMES = {BACKEND_HOST: "host", BACKEND_CUDA: "cuda", BACKEND_HIP: "hip"}
+
+
+class DuetError(RuntimeError):
+    """A duet call failed; .status holds the C status code."""
+
+    def __init__(self, status, message):
+        super().__init__(f"duet: {message} (status {status})")
+        self.status = status
+
+
+class Device(ctypes.Structure):
+    """duet_device_t."""
+    _fields_ = [("backend", ctypes.c_int), ("ordinal", ctypes.c_int)]
+
+    def __repr__(self):
+        return f"{_BACKEND_NAMES.get(self.backend, self.backend)}:{self.ordinal}"
+
+
+_i32, _i64, _vp, _size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t
+_FORWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64]
+_BACKWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _vp, _i64]
+# name -> (argument types, result type): every function this binding calls.
+_SIGNATURES = {
+    "duet_version": ([], ctypes.c_char_p),
+    "duet_status_string": ([_i32], ctypes.c_char_p),
+    "duet_last_error": ([], ctypes.c_char_p),
+    "duet_device_count": ([ctypes.POINTER(_i32)], _i32),
+    "duet_get_device": ([_i32, ctypes.POINTER(Device)], _i32),
+    "duet_device_of_pointer": ([_vp, ctypes.POINTER(Device)], _i32),
+    "duet_synchronize": ([Device, _vp], _i32),
+    "duet_softmax_workspace_size": ([Device, _i32, _i64, _i64, _i32, ctypes.POINTER(_size)], _i32),
+}
+for _name in ("duet_softmax", "duet_log_softmax"):
+    _SIGNATURES[_name] = (_FORWARD + [_vp], _i32)
+    _SIGNATURES[_name + "_ws"] = (_FORWARD + [_vp, _size, _vp], _i32)
+for _name in ("duet_softmax_backward", "duet_log_softmax_backward"):
+    _SIGNATURES[_name] = (_BACKWARD + [_vp], _i32)
+    _SIGNATURES[_name + "_ws"] = (_BACKWARD + [_vp, _size, _vp], _i32)
+
+
+def library_path():
+    """The path `library()` loads: $DUET_LIBRARY, else the bundled libduet.so,
+    else the bare name for the loader's search path."""
+    path = os.environ.get("DUET_LIBRARY")
+    if path:
+        return path
+    bundled = pathlib.Path(__file__).resolve().with_name("libduet.so")
+    return str(bundled) if bundled.exists() else "libduet.so"
+
+
+def _load(path):
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        where = "$DUET_LIBRARY" if os.environ.get("DUET_LIBRARY") else "duet"
+        raise OSError(f"duet: cannot load libduet from {path!r} ({where}): {e}. Install the package with "
+                      f"`pip install .` or set DUET_LIBRARY to a libduet.so") from e
+    missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+    if missing:
+        raise OSError(f"duet: {path!r} is not a libduet this binding can use: it lacks "
+                      f"{', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}")
+    for name, (args, result) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = result
+    return lib
+
+
+_lib = None
+
+
+def library():
+    """libduet, loaded on first use (see library_path)."""
+    global _lib
+    if _lib is None:
+        _lib = _load(library_path())
+    return _lib
+
+
+def check(status):
+    """Raises DuetError with libduet's message for a failed status."""
+    if status != 0:
+        raise DuetError(status, library().duet_last_error().decode())
+
+
+def version():
+    """The version string of the loaded libduet (CMake's project version)."""
+    return library().duet_version().decode()
+
+
+def devices():
+    """Every device of the loaded libduet, as "cuda:0", ..., "host:0" (GPUs first)."""
+    lib = library()
+    n = ctypes.c_int()
+    check(lib.duet_device_count(ctypes.byref(n)))
+    out = []
+    for i in range(n.value):
+        d = Device()
+        check(lib.duet_get_device(i, ctypes.byref(d)))
+        out.append(repr(d))
+    return out
+
+
+def device_of_pointer(ptr):
+    """The duet device whose memory holds `ptr` (host:0 if none)."""
+    dev = Device()
+    check(library().duet_device_of_pointer(ctypes.c_void_p(ptr), ctypes.byref(dev)))
+    return dev
+
+
+def workspace_size(dev, dtype_code, rows, cols, backward):
+    """Bytes of caller workspace a call of this shape needs (0 for most)."""
+    n = ctypes.c_size_t()
+    check(library().duet_softmax_workspace_size(dev, dtype_code, rows, cols, int(backward), ctypes.byref(n)))
+    return n.value
