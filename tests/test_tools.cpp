@@ -3,6 +3,7 @@
 // polish), and the public calls duet-bench times with.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,3 +244,19 @@ TEST_CASE("the public copy and event calls duet-bench times with") {
   b.download(back.data(), back.size());
   CHECK(back == bytes);
 }
+
+#if DUET_HAVE_CUDA
+// Without any NVIDIA driver the runtime says "CUDA driver version is
+// insufficient"; the reason must say the driver is missing (it is what
+// `deviceinfo --require-gpu` prints).
+TEST_CASE("the CUDA backend says what is missing when it finds no device") {
+  for (const auto& b : duet::backend_info()) {
+    if (b.kind != duet::BackendKind::cuda || b.device_count > 0) continue;
+    INFO(b.no_device_reason);
+    void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    CHECK(has(b.no_device_reason, "no NVIDIA driver installed") == (libcuda == nullptr));
+    CHECK_FALSE(has(b.no_device_reason, "insufficient"));
+    if (libcuda != nullptr) dlclose(libcuda);
+  }
+}
+#endif
