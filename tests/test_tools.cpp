@@ -226,6 +226,10 @@ TEST_CASE("duet-bench takes comma lists and writes CSV a CSV reader reads back")
   CHECK(run(quoted(kBench) + " --device cuda:9").code == 2);
   CHECK(run(quoted(kBench) + " --device gpu0").code == 2);
   CHECK(run(quoted(kBench) + " --cols 64,0").code == 2);
+  const Result warmup = run(quoted(kBench) + " --warmup -1");
+  CHECK(warmup.code == 2);
+  CHECK(has(warmup.out, "--warmup: expected a number >= 0, got '-1'"));
+  CHECK(warmup.out.size() < 200);  // CLI11's own check names a 300-digit bound
 }
 
 TEST_CASE("the public copy and event calls duet-bench times with") {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -30,6 +31,19 @@ inline std::string version_line(const char* tool) {
 inline void describe(CLI::App& app, const char* tool, const std::string& exit_codes) {
   app.set_version_flag("--version", version_line(tool), "print duet's version and the built backends, then exit");
   app.footer("Exit codes:\n" + exit_codes);
+}
+
+// A finite number of at least 0 (or above 0): CLI11's NonNegativeNumber and
+// PositiveNumber name a 300-digit upper bound in their messages.
+inline CLI::Validator number(bool positive) {
+  const char* what = positive ? "a number > 0" : "a number >= 0";
+  return CLI::Validator(
+      [positive, what](std::string& s) -> std::string {
+        double v = 0;
+        const bool ok = CLI::detail::lexical_cast(s, v) && std::isfinite(v) && (positive ? v > 0 : v >= 0);
+        return ok ? std::string() : std::string("expected ") + what + ", got '" + s + "'";
+      },
+      what);
 }
 
 // A command-line error: one escaped line on stderr, exit code 2 (--help and

@@ -132,8 +132,9 @@ int main(int argc, char** argv) {
   app.add_option("--cols", cols_list, "row lengths to run instead of the sweep's (repeatable, or a comma list)")
       ->delimiter(',')
       ->check(CLI::Range(std::int64_t(1), (std::int64_t(1) << 31) - 1));
-  app.add_option("--rows", fixed_rows, "fixed row count (default: from --mbytes)");
-  app.add_option("--mbytes", mbytes, "input size in MB (1e6 bytes) when rows are not fixed")->check(CLI::PositiveNumber);
+  app.add_option("--rows", fixed_rows, "fixed row count (default: from --mbytes)")->check(duet_tools::number(false));
+  app.add_option("--mbytes", mbytes, "input size in MB (1e6 bytes) when rows are not fixed")
+      ->check(duet_tools::number(true));
   app.add_option("--dtype", dtypes, "f32, f16, bf16 (repeatable, or a comma list)")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
@@ -141,9 +142,9 @@ int main(int argc, char** argv) {
                  "softmax, log_softmax, softmax_backward, log_softmax_backward (repeatable, or a comma list)")
       ->delimiter(',')
       ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}));
-  app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
-  app.add_option("--repeats", repeats, "timed samples (median reported)")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "back-to-back launches per timed sample")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed launches first")->check(duet_tools::number(false));
+  app.add_option("--repeats", repeats, "timed samples (median reported)")->check(duet_tools::number(true));
+  app.add_option("--batch", batch, "back-to-back launches per timed sample")->check(duet_tools::number(true));
   app.add_flag("--hot", hot, "reuse one input set (L2-resident when small), as the Triton tutorial does");
   app.add_flag("!--no-check", check, "skip the correctness check");
   app.add_option("--json", json_path, "write results as JSON");
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
   app.add_option("--commit", commit, "commit id recorded with the results");
   app.add_option("--copy-mbytes", copy_mbytes,
                  "bytes the copy ceiling moves, in MB (default: 1 GiB or 8 x the L2, whichever is larger)")
-      ->check(CLI::PositiveNumber);
+      ->check(duet_tools::number(true));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
