@@ -150,7 +150,7 @@ TEST_CASE("deviceinfo exit codes: bad usage 2, errors 1") {
   CHECK(deviceinfo("--no-such-flag").code == 2);
   CHECK(deviceinfo("--plan 12by4").code == 2);
   CHECK(deviceinfo("--props /nonexistent.json").code == 2);
-  CHECK(deviceinfo("--device 999").code == 1);
+  CHECK(deviceinfo("--device 999").code == 2);  // README: an index past the list is bad usage
   const Run bad = deviceinfo("--props " + std::string(DUET_SOURCE_DIR) + "/README.md");
   CHECK(bad.code == 1);
   CHECK(bad.out.find("not valid JSON") != std::string::npos);

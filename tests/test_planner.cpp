@@ -252,3 +252,62 @@ TEST_CASE("bad shapes are rejected") {
   CHECK_THROWS_AS(plan_softmax(h100, {DType::f32, false, 1, 0, true}, never), Error);
   CHECK_THROWS_AS(plan_softmax(h100, {DType::f32, false, 1, 10, true}, never), Error);  // 10 % 4 != 0 on the vector path
 }
+
+// Issue finding J: a file of 2^20 SMs planned "grid 4294967296", past CUDA's
+// grid limit; the grid-stride loops cover any grid, so the planner caps it.
+TEST_CASE("the grid stays within the vendor's limit") {
+  auto fixed = [](int, bool) {
+    KernelAttributes k;
+    k.regs_per_thread = 32;
+    k.max_threads_per_block = 1024;
+    k.source = "test";
+    return k;
+  };
+  constexpr std::int64_t kCudaGridX = (std::int64_t(1) << 31) - 1;
+  // An H100 file with 2^20 SMs, each with room for 64 blocks of 256
+  // threads: 64 waves of them would be 2^32 blocks.
+  DeviceProps nvidia = device_file("h100_sxm.json");
+  nvidia.sm_count = 1 << 20;
+  nvidia.max_threads_per_sm = 64 * 256;
+  nvidia.max_blocks_per_sm = 64;
+  nvidia.regs_per_sm = 64 * 256 * 32;
+  // group_rows and block_row: 64 waves of 2^20 SMs x 8 or more blocks, past
+  // the limit; cluster_row and split_stream: one wave, within it.
+  for (const std::int64_t cols : {32, 4096, 65536, 1 << 20}) {
+    INFO(cols);
+    const Plan p = plan_softmax(nvidia, {DType::f32, false, std::int64_t(1) << 40, cols, true}, fixed);
+    CHECK(p.max_grid == kCudaGridX);
+    CHECK(p.geometry.grid <= kCudaGridX);
+    if (cols <= 4096) CHECK(p.geometry.grid == kCudaGridX);
+    if (cols <= 4096) CHECK(p.resident_blocks * 64 == std::int64_t(1) << 32);
+  }
+  // HIP: blocks x threads within 32 bits too.
+  DeviceProps amd = device_file("mi300x.json");
+  amd.sm_count = 1 << 20;
+  amd.max_blocks_per_sm = 64;
+  const Plan a = plan_softmax(amd, {DType::f32, false, std::int64_t(1) << 40, 4096, true}, fixed);
+  CHECK(a.geometry.grid * a.geometry.block < (std::int64_t(1) << 32));
+  CHECK(a.geometry.grid == a.max_grid);
+  // The same device from a file: parsed, planned within the limit.
+  auto j = props_to_json(nvidia);
+  CHECK(plan_softmax(props_from_json(j), {DType::f32, false, std::int64_t(1) << 40, 32, true}, fixed).geometry.grid ==
+        kCudaGridX);
+}
+
+// Issue finding K: "set_grid: rows out of range" named an internal function.
+TEST_CASE("too many rows for one launch is said in the caller's terms") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  auto fixed = [](int, bool) {
+    KernelAttributes k;
+    k.regs_per_thread = 32;
+    k.max_threads_per_block = 1024;
+    return k;
+  };
+  try {
+    plan_softmax(h100, {DType::f32, false, (std::int64_t(1) << 61) - 1, 2, false}, fixed);
+    FAIL("planned 2^61 rows");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()) == "rows = 2305843009213693951 is too many for one launch: at most 576460752303423488 rows");
+  }
+}

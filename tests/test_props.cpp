@@ -6,6 +6,8 @@
 #include <fstream>
 #include <functional>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "duet/error.hpp"
@@ -117,4 +119,93 @@ TEST_CASE("hostile property files give one clear error") {
     }
   }
   CHECK_THROWS_AS(load_props_file("/nonexistent/duet.json"), Error);
+}
+
+// Issue findings I/J: files no real GPU could match were listed with exit 0
+// and refused only when a plan needed a recorded compiler report.
+TEST_CASE("impossible GPU property files are refused where they are parsed") {
+  const std::string h100 = read(kDevices / "h100_sxm.json");
+  const std::string mi300x = read(kDevices / "mi300x.json");
+  const auto mutate = [](const std::string& text, const std::function<void(nlohmann::json&)>& f) {
+    auto j = nlohmann::json::parse(text);
+    f(j["props"]);
+    return j.dump();
+  };
+  struct Bad {
+    std::string text;
+    std::string says;  // "<field> = <value>: <why>"
+  };
+  const std::vector<Bad> cases{
+      {mutate(h100, [](auto& p) { p["warp_size"] = 64; }), "warp_size = 64: an NVIDIA warp is 32 threads"},
+      {mutate(h100, [](auto& p) { p["cc_major"] = 0, p["cc_minor"] = 0, p["arch"] = "sm_00"; }),
+       "compute capability = 0.0: not an NVIDIA architecture"},
+      {mutate(h100, [](auto& p) { p["cc_major"] = 2, p["arch"] = "sm_20"; }), "compute capability = 2.0"},
+      {mutate(h100, [](auto& p) { p["cc_minor"] = 12, p["arch"] = "sm_912"; }), "compute capability = 9.12"},
+      {mutate(h100, [](auto& p) { p["arch"] = "sm_80"; }), "arch = \"sm_80\": compute capability 9.0 is sm_90"},
+      {mutate(h100, [](auto& p) { p["regs_per_block"] = 0; }), "regs_per_block = 0: less than one register"},
+      {mutate(h100, [](auto& p) { p["regs_per_sm"] = 16; }), "regs_per_sm = 16"},
+      {mutate(h100, [](auto& p) { p["smem_per_sm"] = 0, p["smem_per_block_optin"] = 0; }),
+       "smem_per_sm = 0: a GPU has shared memory"},
+      {mutate(h100, [](auto& p) { p["smem_per_sm"] = 512, p["smem_per_block_optin"] = 0; }),
+       "smem_per_sm = 512: below smem_reserved_per_block = 1024"},
+      {mutate(h100, [](auto& p) { p["max_threads_per_sm"] = 1; }), "max_threads_per_sm = 1: less than one warp"},
+      {mutate(h100, [](auto& p) { p["max_threads_per_block"] = 16; }), "max_threads_per_block = 16"},
+      {mutate(mi300x, [](auto& p) { p["arch"] = "gfxZZZ"; }), "arch = \"gfxZZZ\": not an AMD GPU architecture"},
+      {mutate(mi300x, [](auto& p) { p["arch"] = "gfx810"; }), "arch = \"gfx810\""},
+      {mutate(mi300x, [](auto& p) { p["arch"] = "gfx942:xnack"; }), "arch = \"gfx942:xnack\""},
+      {mutate(mi300x, [](auto& p) { p["arch"] = "gfx942:"; }), "arch = \"gfx942:\""},
+      {mutate(mi300x, [](auto& p) { p["cc_major"] = 10; }), "cc_major = 10: gfx942:sramecc+:xnack- is major 9"},
+      {mutate(mi300x, [](auto& p) { p["warp_size"] = 16; }), "warp_size"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.says);
+    try {
+      props_from_json(c.text, "bad.json");
+      FAIL("accepted an impossible device");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::parse_error);
+      CHECK(std::string(e.what()).find("bad.json: " + c.says) == 0);
+    }
+  }
+  // The edges of what is accepted: RDNA's wave32, a Blackwell "a" target,
+  // gfx1100 (two-digit major), every shipped file (the test above).
+  CHECK(props_from_json(mutate(mi300x, [](auto& p) { p["warp_size"] = 32; })).warp_size == 32);
+  CHECK(props_from_json(mutate(h100, [](auto& p) { p["cc_major"] = 10, p["arch"] = "sm_100a"; })).cc_major == 10);
+  CHECK(props_from_json(mutate(mi300x, [](auto& p) { p["arch"] = "gfx1100", p["cc_major"] = 11; })).arch == "gfx1100");
+}
+
+// Issue finding D: `deviceinfo --props FIFO` blocked forever in open().
+TEST_CASE("only regular files are read as property files") {
+  const fs::path dir = fs::temp_directory_path() / ("duet_props_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const std::string path : {std::string("/dev/null"), dir.string()}) {
+    INFO(path);
+    try {
+      load_props_file(path);
+      FAIL("read a file that is not a regular file");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::io_error);
+      CHECK(std::string(e.what()).find("is not a regular file") != std::string::npos);
+    }
+  }
+  // A link to a regular file is followed.
+  fs::create_symlink(kDevices / "h100_sxm.json", dir / "link.json");
+  CHECK(load_props_file((dir / "link.json").string()).sm_count == 132);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("printable escapes what is not UTF-8 and control characters") {
+  CHECK(printable("H100 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "H100 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(printable("a\xff.json") == "a\\xff.json");
+  CHECK(printable("\x1b[2Jx\n") == "\\x1b[2Jx\\x0a");
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");           // overlong '/'
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(printable("\xe2\x82") == "\\xe2\\x82");           // cut short
+  CHECK(printable(std::string("a\0b", 3)) == "a\\x00b");
+  // A file without "source" gets its name, escaped, so its JSON can be written.
+  auto j = nlohmann::json::parse(read(kDevices / "h100_sxm.json"));
+  j["props"].erase("source");
+  const DeviceProps d = props_from_json(j.dump(), "dev\xff.json");
+  CHECK(d.source == "dev\\xff.json");
+  CHECK(props_from_json(props_to_json(d)).source == d.source);
 }

@@ -1,6 +1,7 @@
 // Device queries, memory, streams and events for one GPU vendor, compiled
 // once per vendor into namespace duet::DUET_NS.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backend_api.hpp"
@@ -57,10 +58,35 @@ int device_count() noexcept {
   return n;
 }
 
+// What is missing, in words, then the runtime's error name. Without any
+// NVIDIA driver cudaGetDeviceCount says cudaErrorInsufficientDriver ("CUDA
+// driver version is insufficient"), as it does for a driver older than the
+// runtime; cudaDriverGetVersion tells the two apart: it gives 0 where
+// libcuda.so.1 cannot be loaded (CUDA Runtime API, cudaDriverGetVersion).
 std::string no_device_reason() {
   int n = 0;
   const cudaError_t err = count_devices(&n);
   if (err == cudaSuccess) return n == 0 ? "the runtime reports zero devices" : "";
+  const std::string code = std::string(" (") + cudaGetErrorName(err) + ")";
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  (void)cudaGetLastError();
+#if defined(DUET_VENDOR_CUDA)
+  const auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (driver == 0) return "no NVIDIA driver installed (libcuda.so.1 not found)" + code;
+  if (err == cudaErrorInsufficientDriver)
+    return "the NVIDIA driver supports CUDA " + version(driver) + ", older than this runtime's " + version(runtime) +
+           code;
+  if (err == cudaErrorNoDevice) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return "the NVIDIA driver (CUDA " + version(driver) + ") finds no device" +
+           (visible != nullptr ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string()) + code;
+  }
+#else
+  if (err == cudaErrorNoDevice) return "no AMD GPU found" + code;
+  if (err == cudaErrorInsufficientDriver) return "no AMD GPU driver (amdgpu/KFD), or one older than this runtime" + code;
+#endif
   return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
 }
 

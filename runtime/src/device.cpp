@@ -123,4 +123,17 @@ void synchronize(const Device& dev, void* stream) {
   detail::backend(dev.backend()).synchronize(dev.ordinal(), stream);
 }
 
+void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream) {
+  detail::backend(dev.backend()).copy_device_to_device(dev.ordinal(), dst, src, bytes, stream);
+}
+
+Event::Event(const Device& dev) : device_(dev), handle_(detail::backend(dev.backend()).event_create(dev.ordinal())) {}
+Event::~Event() { detail::backend(device_.backend()).event_destroy(device_.ordinal(), handle_); }
+void Event::record(void* stream) { detail::backend(device_.backend()).event_record(device_.ordinal(), handle_, stream); }
+float Event::elapsed_ms_since(const Event& start) const {
+  require(start.device_ == device_, Status::invalid_argument, "events of two devices: " + start.device_.label() +
+                                                                  " and " + device_.label());
+  return detail::backend(device_.backend()).event_elapsed_ms(device_.ordinal(), start.handle_, handle_);
+}
+
 }  // namespace duet

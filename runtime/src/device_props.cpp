@@ -53,11 +53,14 @@ double DeviceProps::peak_bandwidth_gbps() const noexcept {
 
 std::string nvidia_family(int cc_major, int cc_minor) {
   switch (cc_major) {
+    case 3: return "Kepler";
+    case 5: return "Maxwell";
     case 6: return "Pascal";
     case 7: return cc_minor >= 5 ? "Turing" : "Volta";
     case 8: return cc_minor == 9 ? "Ada" : "Ampere";
     case 9: return "Hopper";
     case 10:
+    case 11:  // sm_110 (Thor; sm_101 before CUDA 13)
     case 12: return "Blackwell";
     default: return "unknown";
   }

@@ -24,8 +24,22 @@ std::int64_t next_pow2(std::int64_t v) {
 // partial's round trip through L2 stay a small part of the chunk's time.
 constexpr int kSplitVecsPerThread = 16;
 
-// Cap on the grid in waves of resident blocks (see set_grid).
+// Cap on the grid in waves of resident blocks (see grid_for).
 constexpr std::int64_t kMaxWaves = 64;
+
+// Rows x chunks (a launch's work items) and their 8-byte partials stay
+// below 2^63.
+constexpr std::int64_t kMaxWorkItems = std::int64_t(1) << 59;
+
+// The vendor's largest grid for blocks of `threads`: CUDA's x dimension
+// holds 2^31 - 1 blocks (cudaDeviceProp::maxGridSize[0]); HIP also counts
+// a dispatch's work-items in 32 bits (the AQL packet's grid size), so blocks
+// x threads stays below 2^32. The kernels' grid-stride loops cover the rest.
+std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
+  constexpr std::int64_t kGridX = (std::int64_t(1) << 31) - 1;
+  if (dev.vendor != Vendor::amd) return kGridX;
+  return std::min(kGridX, ((std::int64_t(1) << 32) - 1) / std::max(threads, 1));
+}
 
 Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, int threads, int smem_vecs,
                const AttributeSource& attributes) {
@@ -39,6 +53,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   p.launch.threads_per_block = threads;
   p.launch.dynamic_smem_bytes = std::int64_t(smem_vecs) * threads * vec_bytes * (s.backward ? 2 : 1);
   p.rows_per_block = v.strategy == Strategy::group_rows ? threads / v.group * v.rows : 1;
+  p.max_grid = max_grid_blocks(dev, threads);
   if (dev.is_gpu()) {
     p.exact = exact_occupancy(dev, p.attributes, p.launch);
     p.tutorial = tutorial_occupancy(dev, p.attributes, p.launch);
@@ -104,9 +119,12 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
 }  // namespace
 
 Grid grid_for(const Plan& p, std::int64_t rows) {
-  // rows x chunks (the work) and its 8-byte partials must stay below 2^63.
-  require(rows >= 0 && rows <= (std::int64_t(1) << 59) / std::max(p.chunks_per_row, 1), Status::invalid_argument,
-          "set_grid: rows out of range: " + std::to_string(rows));
+  const std::int64_t chunks = std::max(p.chunks_per_row, 1);
+  require(rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(rows));
+  require(rows <= kMaxWorkItems / chunks, Status::invalid_argument,
+          "rows = " + std::to_string(rows) + " is too many for one launch: at most " +
+              std::to_string(kMaxWorkItems / chunks) + " rows" +
+              (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string()));
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
     case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
@@ -133,7 +151,10 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
       persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
           ? 1
           : kMaxWaves;
-  std::int64_t resident = std::max<std::int64_t>(p.resident_blocks, 1) * waves;
+  // Within the vendor's grid limit (a device file of 2^20 SMs asks for
+  // more): the grid-stride loops and split_stream's queue cover any grid.
+  const std::int64_t limit = p.max_grid > 0 ? p.max_grid : (std::int64_t(1) << 31) - 1;
+  std::int64_t resident = std::min(std::max<std::int64_t>(p.resident_blocks, 1) * waves, limit);
   if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   Grid g;

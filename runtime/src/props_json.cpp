@@ -1,9 +1,11 @@
 #include "duet/props_json.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -70,7 +72,126 @@ E enumeration(const json& o, const char* key, F parse, const std::string& origin
   }
 }
 
+// "<origin>: <field> = <value>: <why>"
+[[noreturn]] void refuse(const std::string& origin, const char* key, const std::string& value, const std::string& why) {
+  fail(origin, std::string(key) + " = " + value + ": " + why);
+}
+
+// gfx + major (decimal, 1-2 digits) + minor and stepping (one hex digit
+// each), then target features (":sramecc+", ":xnack-"): "gfx90a:xnack-".
+// Returns the major, or -1 where the name has another shape.
+int gfx_major(std::string_view arch) {
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  const std::string_view base = amd_base_arch(arch);
+  if (base.size() < 6 || base.size() > 7 || base.substr(0, 3) != "gfx") return -1;
+  const std::string_view major = base.substr(3, base.size() - 5);
+  int value = 0;
+  for (const char c : major) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  if (!hex(base[base.size() - 2]) || !hex(base.back())) return -1;
+  for (std::string_view rest = arch.substr(base.size()); !rest.empty();) {
+    const std::size_t end = rest.find(':', 1);
+    const std::string_view feature = rest.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
+    if (rest[0] != ':' || feature.size() < 2 || (feature.back() != '+' && feature.back() != '-')) return -1;
+    for (const char c : feature.substr(0, feature.size() - 1))
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return -1;
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+  }
+  return value;
+}
+
+// What a GPU of the file's vendor can be: a warp of that vendor, an
+// architecture duet knows the family of, and at least one warp's worth of
+// threads, registers and shared memory (past the per-block reservation).
+void check_gpu(const DeviceProps& d, const std::string& origin) {
+  const std::string cc = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+  if (d.vendor == Vendor::nvidia) {
+    if (d.warp_size != 32) refuse(origin, "warp_size", std::to_string(d.warp_size), "an NVIDIA warp is 32 threads");
+    // 3.0 (Kepler) is the first architecture with warp shuffles, which every
+    // duet kernel uses; nvidia_family names each major up to Blackwell.
+    if (d.cc_minor > 9 || nvidia_family(d.cc_major, d.cc_minor) == "unknown")
+      refuse(origin, "compute capability", cc, "not an NVIDIA architecture (3.0 Kepler .. 12.x Blackwell)");
+    const std::string sm = "sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor);
+    if (d.arch != sm && d.arch != sm + "a" && d.arch != sm + "f")
+      refuse(origin, "arch", "\"" + d.arch + "\"", "compute capability " + cc + " is " + sm);
+  } else {
+    if (d.warp_size != 32 && d.warp_size != 64)
+      refuse(origin, "warp_size", std::to_string(d.warp_size), "an AMD wavefront is 32 or 64 threads");
+    const int major = gfx_major(d.arch);
+    if (major < 0 || amd_family(d.arch) == "unknown")
+      refuse(origin, "arch", "\"" + d.arch + "\"", "not an AMD GPU architecture duet knows (gfx9xx .. gfx12xx)");
+    if (major != d.cc_major)
+      refuse(origin, "cc_major", std::to_string(d.cc_major), d.arch + " is major " + std::to_string(major));
+  }
+  if (d.max_threads_per_block < d.warp_size)
+    refuse(origin, "max_threads_per_block", std::to_string(d.max_threads_per_block), "less than one warp");
+  if (d.max_threads_per_sm < d.warp_size)
+    refuse(origin, "max_threads_per_sm", std::to_string(d.max_threads_per_sm), "less than one warp");
+  if (d.max_threads_per_block > d.max_threads_per_sm && d.vendor == Vendor::nvidia)
+    refuse(origin, "max_threads_per_block", std::to_string(d.max_threads_per_block),
+           "exceeds max_threads_per_sm = " + std::to_string(d.max_threads_per_sm));
+  if (d.regs_per_sm < d.warp_size)
+    refuse(origin, "regs_per_sm", std::to_string(d.regs_per_sm), "less than one register for each thread of a warp");
+  if (d.regs_per_block < d.warp_size)
+    refuse(origin, "regs_per_block", std::to_string(d.regs_per_block), "less than one register for each thread of a warp");
+  if (d.smem_per_sm < 1) refuse(origin, "smem_per_sm", std::to_string(d.smem_per_sm), "a GPU has shared memory");
+  if (d.smem_per_sm < d.smem_reserved_per_block)
+    refuse(origin, "smem_per_sm", std::to_string(d.smem_per_sm),
+           "below smem_reserved_per_block = " + std::to_string(d.smem_reserved_per_block) + ": no block fits");
+  if (d.smem_per_block_optin > d.smem_per_sm)
+    refuse(origin, "smem_per_block_optin", std::to_string(d.smem_per_block_optin),
+           "exceeds smem_per_sm = " + std::to_string(d.smem_per_sm));
+}
+
+std::string file_kind(std::filesystem::file_type t) {
+  using std::filesystem::file_type;
+  switch (t) {
+    case file_type::directory: return "a directory";
+    case file_type::fifo: return "a FIFO";
+    case file_type::socket: return "a socket";
+    case file_type::character: return "a character device";
+    case file_type::block: return "a block device";
+    default: return "a special file";
+  }
+}
+
 }  // namespace
+
+std::string printable(std::string_view text) {
+  // Length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
+  // surrogates, nothing past U+10FFFF) that starts at i, or 0.
+  const auto sequence = [&](std::size_t i) -> std::size_t {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char b = byte(i);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
+    if (b >= 0xc2 && b <= 0xdf) n = 2;
+    else if (b >= 0xe0 && b <= 0xef) n = 3, lo = b == 0xe0 ? 0xa0 : 0x80, hi = b == 0xed ? 0x9f : 0xbf;
+    else if (b >= 0xf0 && b <= 0xf4) n = 4, lo = b == 0xf0 ? 0x90 : 0x80, hi = b == 0xf4 ? 0x8f : 0xbf;
+    else return 0;
+    if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+    for (std::size_t k = 2; k < n; ++k)
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+    return n;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char b = static_cast<unsigned char>(text[i]);
+    const std::size_t n = b < 0x80 ? (b >= 0x20 && b != 0x7f ? 1 : 0) : sequence(i);
+    if (n == 0) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
 
 std::string props_to_json(const DeviceProps& d, int indent) {
   json p = {
@@ -177,22 +298,24 @@ DeviceProps props_from_json(const std::string& input, const std::string& origin)
   d.l1d_bytes = optional_int("l1d_bytes", kMaxBytes);
   d.l3_bytes = optional_int("l3_bytes", kMaxBytes);
   d.source = text(p, "source", origin, false);
-  if (d.source.empty()) d.source = origin;
+  if (d.source.empty()) d.source = printable(origin);
 
   // Cross-field sanity: what a real device of that vendor could report.
   if (d.vendor == Vendor::nvidia && d.backend != BackendKind::cuda) fail(origin, "vendor nvidia needs backend cuda");
   if (d.vendor == Vendor::amd && d.backend != BackendKind::hip) fail(origin, "vendor amd needs backend hip");
-  if (d.is_gpu()) {
-    if (d.warp_size != 32 && d.warp_size != 64) fail(origin, "field 'warp_size' must be 32 or 64 on a GPU");
-    if (d.regs_per_sm < 1) fail(origin, "field 'regs_per_sm' must be positive on a GPU");
-    if (d.max_threads_per_block > d.max_threads_per_sm && d.max_threads_per_sm > 0 && d.vendor == Vendor::nvidia)
-      fail(origin, "field 'max_threads_per_block' exceeds 'max_threads_per_sm'");
-    if (d.smem_per_block_optin > d.smem_per_sm) fail(origin, "field 'smem_per_block_optin' exceeds 'smem_per_sm'");
-  }
+  if (d.is_gpu()) check_gpu(d, origin);
   return d;
 }
 
 DeviceProps load_props_file(const std::string& path) {
+  // Only a regular file (after following links) is read: a FIFO would block
+  // the open until a writer came, a device or /proc file never ends.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    throw Error(Status::io_error, "cannot open property file '" + path + "'" + (ec ? ": " + ec.message() : ""));
+  if (!std::filesystem::is_regular_file(status))
+    throw Error(Status::io_error, "property file '" + path + "' is not a regular file (" + file_kind(status.type()) + ")");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(Status::io_error, "cannot open property file '" + path + "'");
   std::ostringstream ss;

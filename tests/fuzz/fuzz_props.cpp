@@ -225,7 +225,11 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
                                   : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
     FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
-    FUZZ_CHECK(p.geometry.grid >= std::min<__int128>(work, wave), ctx);
+    // Within the vendor's grid limit (CUDA 2^31 - 1 blocks, HIP also 2^32 - 1 threads).
+    FUZZ_CHECK(p.geometry.grid <= p.max_grid && p.max_grid <= (std::int64_t(1) << 31) - 1, ctx);
+    FUZZ_CHECK(d.vendor != duet::Vendor::amd || __int128(p.geometry.grid) * p.geometry.block < (__int128(1) << 32), ctx);
+    const __int128 limit = cluster ? __int128(p.max_grid) / p.chunks_per_row * p.chunks_per_row : p.max_grid;
+    FUZZ_CHECK(p.geometry.grid >= std::min<__int128>({work, wave, limit}), ctx);
     if (cluster) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
   }
 }

@@ -7,7 +7,9 @@
 // Device events around each launch, warm-up, many repeats, median and
 // spread; inputs rotate among buffer sets so no timing reads from L2 unless
 // --hot is given. Every configuration is checked against the double
-// reference once before it is timed.
+// reference once before it is timed. Public API only (duet/*.hpp).
+//
+// Exit codes: kExitCodes below.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -27,11 +29,37 @@
 #include "duet/error.hpp"
 #include "duet/reference.hpp"
 #include "duet/softmax.hpp"
-#include "backend_registry.hpp"
+#include "../tool_common.hpp"
 
 namespace {
 
 using json = nlohmann::json;
+
+constexpr int kWrongResult = 3;
+constexpr const char* kExitCodes =
+    "  0  success\n"
+    "  1  API error: a failed device call, an allocation the device refuses\n"
+    "  2  bad usage: an unknown option or a malformed value, a --device that is not a device here\n"
+    "  3  a forward result differs from the float64 reference (the line before says where)";
+
+// The CSV's columns, in order: keys of each result's JSON object.
+constexpr const char* kCsvColumns[] = {"op",     "dtype",  "rows", "cols",  "variant",    "median_ms",
+                                       "min_ms", "max_ms", "gbps", "ratio", "check_error"};
+
+// One CSV field (RFC 4180): quoted where it holds a comma, a quote or a line
+// break, its quotes doubled.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (const auto& f : fields) line += (line.empty() ? "" : ",") + csv_field(f);
+  return line;
+}
 
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
@@ -45,20 +73,16 @@ struct Timing {
 // being counted as device time, as in a real training loop.
 template <class F>
 Timing time_it(const duet::Device& dev, int warmup, int repeats, int sets, int batch, F&& launch) {
-  const auto& ops = duet::detail::backend(dev.backend());
-  void* start = ops.event_create(dev.ordinal());
-  void* stop = ops.event_create(dev.ordinal());
+  duet::Event start(dev), stop(dev);
   int next = 0;
   for (int i = 0; i < warmup; ++i) launch(next++ % sets);
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
-    ops.event_record(dev.ordinal(), start, nullptr);
+    start.record();
     for (int b = 0; b < batch; ++b) launch(next++ % sets);
-    ops.event_record(dev.ordinal(), stop, nullptr);
-    ms.push_back(ops.event_elapsed_ms(dev.ordinal(), start, stop) / batch);
+    stop.record();
+    ms.push_back(stop.elapsed_ms_since(start) / batch);
   }
-  ops.event_destroy(dev.ordinal(), start);
-  ops.event_destroy(dev.ordinal(), stop);
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front(), ms.back()};
 }
@@ -93,40 +117,57 @@ std::string now_utc() {
 
 int main(int argc, char** argv) {
   CLI::App app{"duet-bench: softmax effective bandwidth against the copy ceiling"};
+  duet_tools::describe(app, "duet-bench", kExitCodes);
   std::string device_label, json_path, csv_path, sweep = "cold", commit = "unknown";
   std::vector<std::string> dtypes{"f32"};
   std::vector<std::string> ops_list{"softmax"};
   std::vector<std::int64_t> cols_list;
-  double mbytes = 256;
+  double mbytes = 256, copy_mbytes = 0;
   std::int64_t fixed_rows = 0;
   int warmup = 5, repeats = 15, batch = 10;
   bool hot = false, check = true;
   app.add_option("--device", device_label, "device label (cuda:0, hip:0, host); default: the first GPU");
   app.add_option("--sweep", sweep, "cold: 256 MB inputs, N = 32..1M; tutorial: M = 4096, N = 256..12544 (the Triton tutorial's)")
       ->check(CLI::IsMember({"cold", "tutorial"}));
-  app.add_option("--cols", cols_list, "row lengths to run instead of the sweep's");
-  app.add_option("--rows", fixed_rows, "fixed row count (default: from --mbytes)");
-  app.add_option("--mbytes", mbytes, "input size in MB (1e6 bytes) when rows are not fixed")->check(CLI::PositiveNumber);
-  app.add_option("--dtype", dtypes, "f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  app.add_option("--op", ops_list, "softmax, log_softmax, softmax_backward, log_softmax_backward")
+  app.add_option("--cols", cols_list, "row lengths to run instead of the sweep's (repeatable, or a comma list)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t(1), (std::int64_t(1) << 31) - 1));
+  app.add_option("--rows", fixed_rows, "fixed row count (default: from --mbytes)")->check(duet_tools::number(false));
+  app.add_option("--mbytes", mbytes, "input size in MB (1e6 bytes) when rows are not fixed")
+      ->check(duet_tools::number(true));
+  app.add_option("--dtype", dtypes, "f32, f16, bf16 (repeatable, or a comma list)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--op", ops_list,
+                 "softmax, log_softmax, softmax_backward, log_softmax_backward (repeatable, or a comma list)")
+      ->delimiter(',')
       ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}));
-  app.add_option("--warmup", warmup, "untimed launches first")->check(CLI::NonNegativeNumber);
-  app.add_option("--repeats", repeats, "timed samples (median reported)")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "back-to-back launches per timed sample")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed launches first")->check(duet_tools::number(false));
+  app.add_option("--repeats", repeats, "timed samples (median reported)")->check(duet_tools::number(true));
+  app.add_option("--batch", batch, "back-to-back launches per timed sample")->check(duet_tools::number(true));
   app.add_flag("--hot", hot, "reuse one input set (L2-resident when small), as the Triton tutorial does");
   app.add_flag("!--no-check", check, "skip the correctness check");
   app.add_option("--json", json_path, "write results as JSON");
   app.add_option("--csv", csv_path, "write results as CSV");
   app.add_option("--commit", commit, "commit id recorded with the results");
+  app.add_option("--copy-mbytes", copy_mbytes,
+                 "bytes the copy ceiling moves, in MB (default: 1 GiB or 8 x the L2, whichever is larger)")
+      ->check(duet_tools::number(true));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return duet_tools::usage_error(app, "duet-bench", e);
+  }
+  duet::Device dev(duet::BackendKind::host, 0);
+  try {
+    dev = device_label.empty() ? duet::default_device() : duet::device(device_label);
+  } catch (const duet::Error& e) {
+    std::fprintf(stderr, "duet-bench: --device %s: %s\n", duet::printable(device_label).c_str(),
+                 duet::printable(e.what()).c_str());
+    return duet_tools::kUsage;
   }
   try {
-    const duet::Device dev = device_label.empty() ? duet::default_device() : duet::device(device_label);
     const auto& props = dev.props();
-    const auto& ops = duet::detail::backend(dev.backend());
     if (sweep == "tutorial" && fixed_rows == 0) fixed_rows = 4096;
     if (cols_list.empty()) {
       if (sweep == "tutorial")
@@ -139,18 +180,19 @@ int main(int argc, char** argv) {
     }
 
     // Copy ceiling: a device-to-device copy several times the L2.
-    const std::size_t copy_bytes = std::max<std::size_t>(std::size_t(1) << 30, std::size_t(props.l2_bytes) * 8);
+    const std::size_t copy_bytes = copy_mbytes > 0 ? static_cast<std::size_t>(copy_mbytes * 1e6)
+                                                   : std::max<std::size_t>(std::size_t(1) << 30, std::size_t(props.l2_bytes) * 8);
     double copy_gbps = 0;
     {
       duet::Buffer a(dev, copy_bytes), b(dev, copy_bytes);
       a.fill(1);
       const Timing t = time_it(dev, 3, 10, 1, 5, [&](int) {
-        ops.copy_device_to_device(dev.ordinal(), b.data(), a.data(), copy_bytes, nullptr);
+        duet::copy_device_to_device(dev, b.data(), a.data(), copy_bytes);
       });
       copy_gbps = 2.0 * copy_bytes / (t.median_ms * 1e-3) / 1e9;
     }
     std::printf("device %s: %s (%s), %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (read + write)\n", dev.label().c_str(),
-                props.name.c_str(), props.arch.c_str(), props.sm_count, props.l2_bytes / 1e6, copy_gbps);
+                duet::printable(props.name).c_str(), duet::printable(props.arch).c_str(), props.sm_count, props.l2_bytes / 1e6, copy_gbps);
 
     // Host time of one call (checks, plan lookup, launch) on a 4 x 1024
     // float32 problem: what a caller's thread pays per launch, and what
@@ -171,7 +213,6 @@ int main(int argc, char** argv) {
     std::printf("host time per call (4 x 1024 f32): %.2f us\n", host_us_per_call);
 
     json results = json::array();
-    std::vector<std::string> csv{"op,dtype,rows,cols,variant,median_ms,min_ms,max_ms,gbps,ratio,check_error"};
     Progress progress(cols_list.size() * dtypes.size() * ops_list.size());
     std::printf("%-22s %-5s %9s %9s %-34s %9s %9s %6s\n", "op", "dtype", "rows", "cols", "variant", "ms", "GB/s", "ratio");
     std::mt19937_64 rng(1234);
@@ -247,7 +288,7 @@ int main(int argc, char** argv) {
             if (!c.ok && !bwd) {
               std::fprintf(stderr, "\nduet-bench: WRONG RESULT %s %s %lldx%lld: %s\n", op_name.c_str(), dt_name.c_str(),
                            static_cast<long long>(rows), static_cast<long long>(cols), c.first_failure.c_str());
-              return 1;
+              return kWrongResult;
             }
           }
           const Timing t = time_it(dev, warmup, repeats, sets, batch, launch);
@@ -259,10 +300,6 @@ int main(int argc, char** argv) {
           results.push_back({{"op", op_name}, {"dtype", dt_name}, {"rows", rows}, {"cols", cols}, {"variant", variant},
                              {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gbps", gbps},
                              {"ratio", gbps / copy_gbps}, {"input_sets", sets}, {"check_error", check_error}});
-          csv.push_back(op_name + "," + dt_name + "," + std::to_string(rows) + "," + std::to_string(cols) + "," + variant +
-                        "," + std::to_string(t.median_ms) + "," + std::to_string(t.min_ms) + "," +
-                        std::to_string(t.max_ms) + "," + std::to_string(gbps) + "," + std::to_string(gbps / copy_gbps) +
-                        "," + std::to_string(check_error));
           progress.step(op_name + " " + dt_name + " N=" + std::to_string(cols));
         }
     json doc = {{"tool", "duet-bench"},
@@ -282,12 +319,20 @@ int main(int argc, char** argv) {
                 {"results", results}};
     if (!json_path.empty()) std::ofstream(json_path) << doc.dump(1) << "\n";
     if (!csv_path.empty()) {
-      std::ofstream out(csv_path);
-      for (const auto& line : csv) out << line << "\n";
+      // RFC 4180: variant names hold commas ("block_row<f32,vec4,v8>").
+      std::ofstream out(csv_path, std::ios::binary);
+      out << csv_line({std::begin(kCsvColumns), std::end(kCsvColumns)}) << "\r\n";
+      for (const auto& r : results) {
+        std::vector<std::string> fields;
+        for (const char* key : kCsvColumns)
+          fields.push_back(r[key].is_string() ? r[key].get<std::string>() : r[key].dump());
+        out << csv_line(fields) << "\r\n";
+      }
+      if (!out) throw duet::Error(duet::Status::io_error, "cannot write " + csv_path);
     }
-    return 0;
-  } catch (const duet::Error& e) {
-    std::fprintf(stderr, "duet-bench: %s\n", e.what());
-    return 1;
+    return duet_tools::kOk;
+  } catch (const std::exception& e) {  // duet::Error and anything else: one line, never an abort
+    std::fprintf(stderr, "duet-bench: %s\n", duet::printable(e.what()).c_str());
+    return duet_tools::kApiError;
   }
 }

@@ -3,11 +3,14 @@
 // plan duet would pick for a shape (--plan), also for devices described by a
 // property file (--props) on a machine without them.
 //
-// Exit codes: 0 success (zero GPUs included), 1 API error, 2 bad usage.
+// Exit codes: 0 success (zero GPUs included), 1 API error, 2 bad usage
+// (kExitCodes below says which is which).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <regex>
@@ -21,10 +24,24 @@
 #include "duet/planner.hpp"
 #include "duet/props_json.hpp"
 #include "duet/softmax.hpp"
+#include "../tool_common.hpp"
 
 namespace {
 
 using json = nlohmann::json;
+using duet::printable;
+
+constexpr const char* kExitCodes =
+    "  0  success, zero GPUs included\n"
+    "  1  API error: a property file duet refuses or cannot read, a failed device query, no kernel that\n"
+    "     fits the device, no recorded compiler report to plan a file's GPU with, --require-gpu without one\n"
+    "  2  bad usage: an unknown option or a malformed value, a --props path that is not a regular file,\n"
+    "     a --device index past the devices listed, a --plan shape the planner refuses";
+
+// A --plan shape the planner refuses, or a --device past the list: bad usage.
+struct UsageError {
+  std::string message;
+};
 
 struct Entry {
   std::string label;                 // "cuda:0" or the property file
@@ -51,12 +68,12 @@ std::string bytes_string(std::int64_t b) {
 }
 
 void print_kv(const std::string& key, const std::string& value) {
-  std::printf("  %-28s %s\n", (key + ":").c_str(), value.c_str());
+  std::printf("  %-28s %s\n", (key + ":").c_str(), printable(value).c_str());
 }
 
 void print_props(int index, const Entry& e) {
   const auto& d = e.props;
-  std::printf("Device %d: \"%s\" (%s)\n", index, d.name.c_str(), e.label.c_str());
+  std::printf("Device %d: \"%s\" (%s)\n", index, printable(d.name).c_str(), printable(e.label).c_str());
   print_kv("vendor", std::string(duet::to_string(d.vendor)));
   print_kv("backend", std::string(duet::to_string(d.backend)));
   print_kv("arch", d.arch);
@@ -96,21 +113,22 @@ void print_props(int index, const Entry& e) {
 }
 
 struct PlanRequest {
+  std::string text;  // as given: "4096x8192:bf16"
   std::int64_t rows = 0, cols = 0;
   duet::DType dtype = duet::DType::f32;
 };
 
 PlanRequest parse_plan(const std::string& s) {
-  static const std::regex re(R"((\d+)x(\d+)(?::(\w+))?)");
+  static const std::regex re(R"(([0-9]{1,19})x([0-9]{1,19})(?::(\w+))?)");
   std::smatch m;
   if (!std::regex_match(s, m, re))
     throw CLI::ValidationError("--plan", "expected ROWSxCOLS[:dtype], e.g. 4096x8192:bf16, got '" + s + "'");
   PlanRequest p;
-  try {
-    p.rows = std::stoll(m[1]);
-    p.cols = std::stoll(m[2]);
-  } catch (const std::exception&) {
-    throw CLI::ValidationError("--plan", "sizes out of range in '" + s + "'");
+  p.text = s;
+  for (auto [field, value] : {std::pair{&p.rows, m.str(1)}, std::pair{&p.cols, m.str(2)}}) {
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
+    if (ec != std::errc() || end != value.data() + value.size())
+      throw CLI::ValidationError("--plan", "size " + value + " in '" + s + "' is past 2^63 - 1");
   }
   if (m[3].matched) {
     try {
@@ -122,6 +140,24 @@ PlanRequest parse_plan(const std::string& s) {
   return p;
 }
 
+// --device: a non-negative index, in words where it is not one.
+int parse_device_index(const std::string& s) {
+  int index = -1;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), index);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || index < 0)
+    throw CLI::ValidationError("--device", "expected a device index 0, 1, ... (as listed), got '" + s + "'");
+  return index;
+}
+
+// --props: a regular file (links followed), checked before anything opens it.
+std::string regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return "'" + path + "' does not exist";
+  if (!std::filesystem::is_regular_file(status)) return "'" + path + "' is not a regular file";
+  return {};
+}
+
 json occupancy_json(const duet::Occupancy& o) {
   return {{"blocks_per_sm", o.blocks_per_sm}, {"limiter", std::string(duet::to_string(o.limiter))},
           {"by_registers", o.by_registers},    {"by_shared_memory", o.by_shared_memory},
@@ -129,26 +165,40 @@ json occupancy_json(const duet::Occupancy& o) {
           {"note", o.note}};
 }
 
-json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
-  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, req.cols % duet::dtype_vec16(req.dtype) == 0};
-  duet::AttributeSource source;
-  if (e.live && e.live->is_gpu()) {
-    // The live kernel's own attributes (cudaFuncGetAttributes).
-    const duet::Device dev = *e.live;
-    source = [dev](int v, bool f) { return duet::live_kernel_attributes(dev, v, f); };
-  } else if (e.props.is_gpu()) {
+// Where a plan's kernel attributes come from: a live device's own
+// (cudaFuncGetAttributes); for a GPU property file the compiler's reports
+// recorded at build time; for a host property file this build's host
+// kernels, the ones any CPU runs.
+duet::AttributeSource attribute_source(const Entry& e) {
+  if (e.props.is_gpu() && !e.live) {
     const duet::DeviceProps props = e.props;
-    source = [props](int v, bool f) { return duet::recorded_kernel_attributes(props, v, f); };
-  } else {
-    const duet::Device dev = *e.live;
-    source = [dev](int v, bool f) { return duet::live_kernel_attributes(dev, v, f); };
+    return [props](int v, bool f) { return duet::recorded_kernel_attributes(props, v, f); };
   }
-  const duet::Plan p = duet::plan_softmax(e.props, shape, source);
-  json j = {{"device", e.label},
+  const duet::Device dev = e.live ? *e.live : duet::Device(duet::BackendKind::host, 0);
+  return [dev](int v, bool f) { return duet::live_kernel_attributes(dev, v, f); };
+}
+
+json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
+  json j = {{"device", printable(e.label)},
             {"rows", req.rows},
             {"cols", req.cols},
             {"dtype", duet::to_string(req.dtype)},
-            {"backward", backward},
+            {"backward", backward}};
+  // Nothing to launch: the API returns at once (README, "Semantics").
+  if (req.rows == 0 || req.cols == 0) {
+    j["noop"] = true;
+    j["why"] = std::string(req.rows == 0 ? "0 rows" : "0 columns") + ": a no-op, nothing is launched";
+    return j;
+  }
+  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, req.cols % duet::dtype_vec16(req.dtype) == 0};
+  duet::Plan p;
+  try {
+    p = duet::plan_softmax(e.props, shape, attribute_source(e));
+  } catch (const duet::Error& err) {
+    if (err.status() != duet::Status::invalid_argument) throw;
+    throw UsageError{"--plan " + req.text + ": " + err.what()};
+  }
+  j.update(json{{"noop", false},
             {"variant", duet::variant_name(p.kernel)},
             {"why", p.why},
             {"registers_per_thread", p.attributes.regs_per_thread},
@@ -160,7 +210,7 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"tutorial", occupancy_json(p.tutorial)},
             {"grid", p.geometry.grid},
             {"block", p.geometry.block},
-            {"rows_per_block", p.rows_per_block}};
+            {"rows_per_block", p.rows_per_block}});
   if (p.kernel.strategy == duet::Strategy::split_row || p.kernel.strategy == duet::Strategy::split_stream) {
     j["split"] = {{"chunks_per_row", p.chunks_per_row},
                   {"chunk_elems", p.chunk_elems},
@@ -183,6 +233,10 @@ void print_plan(const json& j) {
   std::printf("Plan for %s: %lld x %lld %s%s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
               j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(),
               j["backward"].get<bool>() ? " backward" : "");
+  if (j["noop"].get<bool>()) {
+    print_kv("launch", "none (" + j["why"].get<std::string>() + ")");
+    return;
+  }
   print_kv("variant", j["variant"].get<std::string>());
   print_kv("why", j["why"].get<std::string>());
   std::string regs = std::to_string(j["registers_per_thread"].get<int>());
@@ -224,47 +278,52 @@ void print_plan(const json& j) {
 
 int main(int argc, char** argv) {
   CLI::App app{"deviceinfo: duet's view of every device, and the launch plan it would pick"};
+  duet_tools::describe(app, "deviceinfo", kExitCodes);
   bool as_json = false, require_gpu = false, backward = false;
-  std::optional<int> device_index;
+  std::optional<std::string> device_text;
   std::vector<std::string> props_files;
   std::vector<std::string> plans;
   app.add_flag("--json", as_json, "print JSON (stable snake_case keys) instead of text");
-  app.add_option("--device", device_index, "only device N (index in the list)")->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device_text, "only device N (index in the list)");
   app.add_flag("--require-gpu", require_gpu, "exit 1 when no GPU is found");
-  app.add_option("--props", props_files, "describe a device that is not present, from a JSON property file")
-      ->check(CLI::ExistingFile);
-  app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16]");
+  // Not comma-split: a file name may hold a comma. Repeat the option instead.
+  app.add_option("--props", props_files,
+                 "describe a device that is not present, from a JSON property file (repeatable)")
+      ->check(CLI::Validator(regular_file, "FILE"));
+  app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16] (repeatable, or a comma list)")
+      ->delimiter(',');
   app.add_flag("--backward", backward, "plan the backward kernels");
   try {
     app.parse(argc, argv);
     std::vector<PlanRequest> requests;
     for (const auto& p : plans) requests.push_back(parse_plan(p));
+    const int device_index = device_text ? parse_device_index(*device_text) : -1;  // -1: every device
 
     std::vector<Entry> entries;
     for (const auto& f : props_files) entries.push_back({f, duet::load_props_file(f), std::nullopt});
     const bool only_files = !props_files.empty();
     if (!only_files)
       for (const auto& d : duet::devices()) entries.push_back({d.label(), d.props(), d});
-    if (device_index) {
-      if (*device_index >= static_cast<int>(entries.size())) {
-        std::fprintf(stderr, "deviceinfo: device %d does not exist (%zu found)\n", *device_index, entries.size());
-        return 1;
-      }
-      entries = {entries[static_cast<std::size_t>(*device_index)]};
+    if (device_index >= 0) {
+      if (static_cast<std::size_t>(device_index) >= entries.size())
+        throw UsageError{"--device " + std::to_string(device_index) + ": no such device (" +
+                         std::to_string(entries.size()) + " listed" +
+                         (entries.empty() ? ")" : ", 0 to " + std::to_string(entries.size() - 1) + ")")};
+      entries = {entries[static_cast<std::size_t>(device_index)]};
     }
     const int gpus = duet::gpu_count();
     if (require_gpu && gpus == 0) {
       std::string why;
       for (const auto& b : duet::backend_info())
         if (b.kind != duet::BackendKind::host) why += " " + std::string(duet::to_string(b.kind)) + ": " + b.no_device_reason + ";";
-      std::fprintf(stderr, "deviceinfo: no GPU found (--require-gpu);%s\n", why.c_str());
-      return 1;
+      std::fprintf(stderr, "deviceinfo: no GPU found (--require-gpu);%s\n", printable(why).c_str());
+      return duet_tools::kApiError;
     }
 
     json out = {{"devices", json::array()}, {"backends", json::array()}, {"plans", json::array()}};
     std::vector<json> plan_json;
     for (const auto& e : entries) {
-      const bool host_beside_gpus = !e.props.is_gpu() && gpus > 0 && !device_index;  // plan the GPUs only
+      const bool host_beside_gpus = !e.props.is_gpu() && gpus > 0 && device_index < 0;  // plan the GPUs only
       if (!host_beside_gpus)
         for (const auto& r : requests) plan_json.push_back(plan_entry(e, r, backward));
     }
@@ -273,7 +332,7 @@ int main(int argc, char** argv) {
     if (as_json) {
       for (const auto& e : entries) {
         json d = json::parse(duet::props_to_json(e.props));
-        d["label"] = e.label;
+        d["label"] = printable(e.label);
         out["devices"].push_back(d);
       }
       for (const auto& b : infos)
@@ -282,11 +341,11 @@ int main(int argc, char** argv) {
                                    {"runtime_version", b.runtime_version},
                                    {"driver_version", b.driver_version},
                                    {"targets", b.targets},
-                                   {"no_device_reason", b.no_device_reason}});
+                                   {"no_device_reason", printable(b.no_device_reason)}});
       for (auto& p : plan_json) out["plans"].push_back(p);
       out["version"] = DUET_VERSION;
       std::cout << out.dump(2) << "\n";
-      return 0;
+      return duet_tools::kOk;
     }
     for (std::size_t i = 0; i < entries.size(); ++i) {
       print_props(static_cast<int>(i), entries[i]);
@@ -307,15 +366,14 @@ int main(int argc, char** argv) {
     }
     std::printf("duet %s: backends %s; %d GPU%s, %zu device%s listed\n", DUET_VERSION, summary.c_str(), gpus,
                 gpus == 1 ? "" : "s", entries.size(), entries.size() == 1 ? "" : "s");
-    return 0;
+    return duet_tools::kOk;
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  } catch (const duet::Error& e) {
-    std::fprintf(stderr, "deviceinfo: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "deviceinfo: %s\n", e.what());
-    return 1;
+    return duet_tools::usage_error(app, "deviceinfo", e);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "deviceinfo: %s\nRun with --help for more information.\n", printable(e.message).c_str());
+    return duet_tools::kUsage;
+  } catch (const std::exception& e) {  // duet::Error and anything else: one line, never an abort
+    std::fprintf(stderr, "deviceinfo: %s\n", printable(e.what()).c_str());
+    return duet_tools::kApiError;
   }
 }

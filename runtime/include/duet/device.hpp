@@ -90,4 +90,24 @@ class Stream {
 // Waits for all work on `stream` (nullptr: the whole device).
 void synchronize(const Device& dev, void* stream = nullptr);
 
+// Copies `bytes` between two allocations of `dev` on `stream` (asynchronous
+// on GPUs: cudaMemcpyAsync / hipMemcpyAsync device to device).
+void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
+
+// RAII timing event (cudaEvent_t / hipEvent_t; a timestamp on the host).
+class Event {
+ public:
+  explicit Event(const Device& dev);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(void* stream = nullptr);
+  // Milliseconds from `start` to this event; waits for this one to complete.
+  float elapsed_ms_since(const Event& start) const;
+
+ private:
+  Device device_;
+  void* handle_ = nullptr;
+};
+
 }  // namespace duet

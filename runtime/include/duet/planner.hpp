@@ -12,9 +12,11 @@
 //                             from L2 (split_row: the same in two kernels,
 //                             DUET_STRATEGY=split_row)
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
-// waves of SMs x blocks per SM, capped by the work. The kernels walk rows with
-// grid-stride loops, so the Triton tutorial's persistent grid (one wave,
-// DUET_PERSISTENT=1) runs too; it measured ~10% slower (bench/NOTES.md).
+// waves of SMs x blocks per SM, capped by the work and by the vendor's grid
+// limit (CUDA: 2^31 - 1 blocks; HIP: also 2^32 - 1 threads). The kernels
+// walk rows with grid-stride loops, so the Triton tutorial's persistent grid
+// (one wave, DUET_PERSISTENT=1) runs too; it measured ~10% slower
+// (bench/NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -70,6 +72,7 @@ struct Plan {
   Occupancy tutorial;                   // for comparison
   int rows_per_block = 1;               // group_rows packs several rows in a block
   std::int64_t resident_blocks = 0;     // SMs x exact blocks per SM
+  std::int64_t max_grid = 0;            // the vendor's grid limit for this block size (blocks)
   LaunchGeometry geometry;              // main kernel
   LaunchGeometry finalize_geometry;     // split_row's second kernel
   int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
@@ -89,7 +92,9 @@ using AttributeSource = std::function<KernelAttributes(int variant, bool finaliz
 Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
 
 // The part of a plan that depends on the row count: grid sizes and the
-// workspace. grid_for computes it; set_grid stores it in the plan.
+// workspace. grid_for computes it; set_grid stores it in the plan. Both throw
+// duet::Error(invalid_argument) for more rows than one launch addresses
+// (rows x chunks per row above 2^59).
 struct Grid {
   LaunchGeometry main;
   LaunchGeometry finalize;  // split_row's second kernel

@@ -1,0 +1,266 @@
+// deviceinfo and duet-bench as a user runs them: exit codes, what they print
+// and the files they write (issue findings D, E, I/J, K and the tools'
+// polish), and the public calls duet-bench times with.
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "duet/config.hpp"
+#include "duet/device.hpp"
+#include "duet/error.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kSource = DUET_SOURCE_DIR;
+const fs::path kDeviceinfo = DUET_DEVICEINFO;
+const fs::path kBench = kDeviceinfo.parent_path() / "duet-bench";  // built beside it (tools/)
+const fs::path kHostFile = kSource / "tests" / "fuzz" / "corpus" / "props" / "host_cpu.json";
+
+struct Result {
+  int code = -1;    // the exit status; -1 if killed by a signal (an abort)
+  std::string out;  // stdout and stderr
+};
+
+// `command` through /bin/sh, its output whole (bytes as written).
+Result run(const std::string& command) {
+  Result r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A path as one shell word.
+std::string quoted(const fs::path& p) {
+  std::string out = "'";
+  for (const char c : p.string()) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result deviceinfo(const std::string& args) { return run(quoted(kDeviceinfo) + " " + args); }
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A fresh directory, removed with what it holds.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("duet_tools_" + std::to_string(::getpid()));
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+// The H100 file with some fields replaced.
+std::string h100_with(const json& fields) {
+  auto j = json::parse(read(kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json"));
+  j["props"].update(fields);
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("deviceinfo --props refuses a FIFO or a directory at once (D)") {
+  TempDir dir;
+  const fs::path fifo = dir.path / "props.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // `timeout` turns a regression (open() waiting for a writer) into exit 124.
+  const Result timed = run("timeout 20 " + quoted(kDeviceinfo) + " --props " + quoted(fifo));
+  INFO(timed.out);
+  CHECK(timed.code == 2);
+  CHECK(has(timed.out, "is not a regular file"));
+  const Result directory = deviceinfo("--props " + quoted(dir.path));
+  CHECK(directory.code == 2);
+  CHECK(has(directory.out, "is not a regular file"));
+}
+
+TEST_CASE("a host property file is planned from the file (E)") {
+  // Before: *e.live on an empty optional (abort under _GLIBCXX_ASSERTIONS).
+  const Result text = deviceinfo("--props " + quoted(kHostFile) + " --plan 4x4096");
+  INFO(text.out);
+  REQUIRE(text.code == 0);
+  CHECK(has(text.out, "launch:"));
+  CHECK(has(text.out, "grid 4 x block"));
+  const Result j = deviceinfo("--props " + quoted(kHostFile) + " --plan 4x4096 --json");
+  REQUIRE(j.code == 0);
+  const auto plan = json::parse(j.out)["plans"].at(0);
+  CHECK(plan["noop"] == false);
+  CHECK(plan["grid"] == 4);
+  CHECK(plan["attributes_from"] == "host");
+}
+
+TEST_CASE("deviceinfo refuses an impossible property file when it reads it (I/J)") {
+  TempDir dir;
+  const std::vector<std::pair<json, std::string>> cases{
+      {{{"warp_size", 64}}, "warp_size = 64: an NVIDIA warp is 32 threads"},
+      {{{"cc_major", 0}, {"cc_minor", 0}, {"arch", "sm_00"}}, "compute capability = 0.0"},
+      {{{"max_threads_per_sm", 1}}, "max_threads_per_sm = 1"},
+      {{{"smem_per_sm", 0}, {"smem_per_block_optin", 0}}, "smem_per_sm = 0"},
+  };
+  for (const auto& [fields, says] : cases) {
+    INFO(says);
+    const fs::path file = dir.path / "absurd.json";
+    write(file, h100_with(fields));
+    const Result r = deviceinfo("--props " + quoted(file));  // listing only, no plan
+    CHECK(r.code == 1);
+    CHECK(has(r.out, file.string() + ": " + says));
+  }
+}
+
+TEST_CASE("a no-op plan says so instead of printing a grid (J)") {
+  const Result r = deviceinfo("--props " + quoted(kHostFile) + " --plan 0x4096,4x0");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "0 x 4096 f32\n  launch:                      none (0 rows: a no-op, nothing is launched)"));
+  CHECK(has(r.out, "4 x 0 f32\n  launch:                      none (0 columns: a no-op, nothing is launched)"));
+  CHECK_FALSE(has(r.out, "grid 0"));
+  const Result j = deviceinfo("--props " + quoted(kHostFile) + " --plan 0x4096 --json");
+  REQUIRE(j.code == 0);
+  const auto plan = json::parse(j.out)["plans"].at(0);
+  CHECK(plan["noop"] == true);
+  CHECK_FALSE(plan.contains("grid"));
+}
+
+TEST_CASE("deviceinfo's usage errors exit 2 and name the argument in the user's terms (K)") {
+  const Result rows = deviceinfo("--props " + quoted(kHostFile) + " --plan 2305843009213693951x2");
+  CHECK(rows.code == 2);
+  CHECK(has(rows.out, "--plan 2305843009213693951x2: rows = 2305843009213693951 is too many for one launch"));
+  CHECK_FALSE(has(rows.out, "set_grid"));
+  const Result huge = deviceinfo("--plan 99999999999999999999x2");
+  CHECK(huge.code == 2);
+  CHECK(has(huge.out, "--plan"));
+  const Result negative = deviceinfo("--device -1");
+  CHECK(negative.code == 2);
+  CHECK(has(negative.out, "--device: expected a device index 0, 1, ... (as listed), got '-1'"));
+  CHECK(negative.out.size() < 200);  // was a 300-digit range
+  const Result missing = deviceinfo("--device 99");
+  CHECK(missing.code == 2);
+  CHECK(has(missing.out, "--device 99: no such device"));
+  CHECK(deviceinfo("--device x").code == 2);
+  CHECK(deviceinfo("--device 0").code == 0);
+}
+
+TEST_CASE("bytes that are not UTF-8 are escaped in text and JSON (K)") {
+  const Result plan = deviceinfo("--plan '4x\xff'");
+  CHECK(plan.code == 2);
+  CHECK(has(plan.out, "4x\\xff"));
+  CHECK_FALSE(has(plan.out, "\xff"));
+  // A file name with such a byte, and a device name with a terminal escape.
+  TempDir dir;
+  const fs::path file = dir.path / "dev\xff.json";
+  write(file, h100_with({{"name", "\x1b[2Jcleared"}}));
+  const Result text = deviceinfo("--props " + quoted(file));
+  INFO(text.out);
+  REQUIRE(text.code == 0);
+  CHECK(has(text.out, "dev\\xff.json"));
+  CHECK(has(text.out, "\"\\x1b[2Jcleared\""));
+  CHECK_FALSE(has(text.out, "\xff"));
+  CHECK_FALSE(has(text.out, "\x1b"));
+  const Result j = deviceinfo("--props " + quoted(file) + " --json");
+  REQUIRE(j.code == 0);  // was nlohmann's type_error 316: invalid UTF-8
+  const auto doc = json::parse(j.out);
+  CHECK(doc["devices"][0]["label"] == (dir.path / "dev\\xff.json").string());
+}
+
+TEST_CASE("--version prints duet's version and backends; --help the exit codes") {
+  for (const fs::path& tool : {kDeviceinfo, kBench}) {
+    INFO(tool.filename().string());
+    const Result v = run(quoted(tool) + " --version");
+    CHECK(v.code == 0);
+    CHECK(has(v.out, tool.filename().string() + " (duet " + DUET_VERSION + "): backends "));
+    CHECK(has(v.out, "host"));
+    if (DUET_HAVE_CUDA) CHECK(has(v.out, std::string("cuda (") + DUET_CUDA_TARGETS + ")"));
+    const Result h = run(quoted(tool) + " --help");
+    CHECK(h.code == 0);
+    CHECK(has(h.out, "Exit codes:\n  0  success"));
+    CHECK(has(h.out, "  2  bad usage"));
+    CHECK(run(quoted(tool) + " --no-such-option").code == 2);
+  }
+  CHECK(has(run(quoted(kBench) + " --help").out, "  3  a forward result differs"));
+}
+
+TEST_CASE("duet-bench takes comma lists and writes CSV a CSV reader reads back") {
+  TempDir dir;
+  const fs::path csv = dir.path / "bench.csv", out = dir.path / "bench.json";
+  const Result r = run(quoted(kBench) + " --device host --cols 64,1024 --dtype f32,bf16 --op softmax,log_softmax" +
+                       " --mbytes 0.05 --copy-mbytes 1 --warmup 0 --repeats 1 --batch 1 --csv " + quoted(csv) +
+                       " --json " + quoted(out));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto results = json::parse(read(out))["results"];
+  CHECK(results.size() == 2 * 2 * 2);
+  CHECK(results[0]["cols"] == 64);
+  CHECK(results[1]["cols"] == 1024);
+  CHECK(has(results[0]["variant"].get<std::string>(), ","));  // the case that broke the CSV
+  const char* python = std::getenv("PYTHON");
+  const Result check = run(std::string(python != nullptr ? python : "python3") + " " +
+                           quoted(kSource / "tests" / "check_bench_csv.py") + " " + quoted(csv) + " " + quoted(out));
+  INFO(check.out);
+  CHECK(check.code == 0);
+  // A device that is not here, a value out of range: bad usage.
+  CHECK(run(quoted(kBench) + " --device cuda:9").code == 2);
+  CHECK(run(quoted(kBench) + " --device gpu0").code == 2);
+  CHECK(run(quoted(kBench) + " --cols 64,0").code == 2);
+  const Result warmup = run(quoted(kBench) + " --warmup -1");
+  CHECK(warmup.code == 2);
+  CHECK(has(warmup.out, "--warmup: expected a number >= 0, got '-1'"));
+  CHECK(warmup.out.size() < 200);  // CLI11's own check names a 300-digit bound
+}
+
+TEST_CASE("the public copy and event calls duet-bench times with") {
+  const duet::Device host(duet::BackendKind::host, 0);
+  std::vector<unsigned char> bytes(1 << 16);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7);
+  duet::Buffer a(host, bytes.size()), b(host, bytes.size());
+  a.upload(bytes.data(), bytes.size());
+  b.fill(0);
+  duet::Event start(host), stop(host);
+  start.record();
+  duet::copy_device_to_device(host, b.data(), a.data(), bytes.size());
+  stop.record();
+  CHECK(stop.elapsed_ms_since(start) >= 0.0f);
+  std::vector<unsigned char> back(bytes.size());
+  b.download(back.data(), back.size());
+  CHECK(back == bytes);
+}
+
+#if DUET_HAVE_CUDA
+// Without any NVIDIA driver the runtime says "CUDA driver version is
+// insufficient"; the reason must say the driver is missing (it is what
+// `deviceinfo --require-gpu` prints).
+TEST_CASE("the CUDA backend says what is missing when it finds no device") {
+  for (const auto& b : duet::backend_info()) {
+    if (b.kind != duet::BackendKind::cuda || b.device_count > 0) continue;
+    INFO(b.no_device_reason);
+    void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    CHECK(has(b.no_device_reason, "no NVIDIA driver installed") == (libcuda == nullptr));
+    CHECK_FALSE(has(b.no_device_reason, "insufficient"));
+    if (libcuda != nullptr) dlclose(libcuda);
+  }
+}
+#endif
