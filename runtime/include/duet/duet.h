@@ -7,14 +7,13 @@
 
 #include <stdint.h>
 
+/* DUET_API, and the version this header belongs to: DUET_VERSION_MAJOR,
+ * DUET_VERSION_MINOR and DUET_VERSION_PATCH (duet_version() gives the
+ * library's at run time). */
+#include "duet/export.h"
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#if defined(__GNUC__)
-#define DUET_API __attribute__((visibility("default")))
-#else
-#define DUET_API
 #endif
 
 typedef enum duet_status_t {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 
 namespace duet {
@@ -13,10 +14,10 @@ namespace duet {
 inline constexpr const char* kPropsSchema = "duet.device_props/1";
 
 // {"schema": ..., "props": {...}} (pretty-printed with `indent` >= 0).
-std::string props_to_json(const DeviceProps& props, int indent = 2);
+DUET_API std::string props_to_json(const DeviceProps& props, int indent = 2);
 // Throws duet::Error(parse_error) naming `origin` and the offending field.
-DeviceProps props_from_json(const std::string& text, const std::string& origin = "<json>");
+DUET_API DeviceProps props_from_json(const std::string& text, const std::string& origin = "<json>");
 // Reads a file; duet::Error(io_error) if it cannot be read (or is over 1 MiB).
-DeviceProps load_props_file(const std::string& path);
+DUET_API DeviceProps load_props_file(const std::string& path);
 
 }  // namespace duet
