@@ -1,6 +1,5 @@
 # cmake -DMANIFEST=<build>/install_manifest.txt -P uninstall.cmake
-# Removes every file the install wrote, then each folder of theirs that is
-# left empty (the prefix's own folders stay if anything else is in them).
+# Removes every file the install wrote, then duet's own folders.
 if(NOT EXISTS "${MANIFEST}")
   message(FATAL_ERROR "uninstall: ${MANIFEST} not found: nothing was installed from this build")
 endif()
@@ -14,17 +13,14 @@ foreach(_file IN LISTS _files)
   get_filename_component(_dir "${_file}" DIRECTORY)
   list(APPEND _dirs "${_dir}")
 endforeach()
-# Deepest first, so a parent is looked at after its children.
+# Then duet's own folders (include/duet, lib/cmake/duet) once empty; shared
+# ones (lib, bin, pkgconfig) stay.
 list(REMOVE_DUPLICATES _dirs)
-list(SORT _dirs ORDER DESCENDING)
 foreach(_dir IN LISTS _dirs)
-  while(IS_DIRECTORY "${_dir}")
-    file(GLOB _left "${_dir}/*")
-    if(_left)
-      break()
-    endif()
+  get_filename_component(_name "${_dir}" NAME)
+  file(GLOB _left "${_dir}/*")
+  if(_name STREQUAL "duet" AND IS_DIRECTORY "${_dir}" AND NOT _left)
     file(REMOVE_RECURSE "${_dir}")
     message(STATUS "removed empty ${_dir}")
-    get_filename_component(_dir "${_dir}" DIRECTORY)
-  endwhile()
+  endif()
 endforeach()
