@@ -33,8 +33,19 @@ fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+# A package counts as present when dpkg has it or, for the build tools, when
+# the tool is on PATH (a CMake or Ninja from elsewhere works as well).
+present() {
+  dpkg -s "$1" >/dev/null 2>&1 && return 0
+  case "$1" in
+    cmake) command -v cmake >/dev/null ;;
+    ninja-build) command -v ninja >/dev/null ;;
+    g++) command -v g++ >/dev/null ;;
+    *) return 1 ;;
+  esac
+}
 missing=()
-for p in "${need[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+for p in "${need[@]}"; do present "$p" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $SUDO apt-get update -qq

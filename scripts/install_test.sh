@@ -60,9 +60,8 @@ if [[ $kind == shared ]]; then
 else
   step "build and test duet as a static library (host backend, $build)"
   if [[ "${DUET_SKIP_BUILD:-0}" != 1 ]]; then
-    run cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-      -DDUET_ENABLE_CUDA=OFF -DDUET_ENABLE_HIP=OFF
-    run cmake --build "$build"
+    run cmake --preset static
+    run cmake --build --preset static
   fi
   run ctest --test-dir "$build" -L cpu --output-on-failure
   libfile=libduet.a
