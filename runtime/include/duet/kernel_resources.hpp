@@ -15,7 +15,8 @@ namespace duet {
 
 // Mangled kernel name -> attributes, for one target.
 DUET_API std::map<std::string, KernelAttributes> parse_ptxas_report(const std::string& text, const std::string& target);
-DUET_API std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& text, const std::string& target);
+DUET_API std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& text,
+                                                                     const std::string& target);
 
 // Which catalogue entry a (mangled) kernel name is; -1 if none.
 // `finalize` tells a split_row finalize kernel from its first kernel.

@@ -57,15 +57,15 @@ struct Occupancy {
 // absurd device properties, a block larger than the device or the kernel
 // allows, shared memory beyond the opt-in limit, negative sizes.
 DUET_API Occupancy tutorial_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                             const LaunchShape& launch);
+                                      const LaunchShape& launch);
 DUET_API Occupancy exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                          const LaunchShape& launch);
+                                   const LaunchShape& launch);
 
 // The two exact models, callable directly (exact_occupancy dispatches on
 // dev.vendor; the host backend has occupancy 1 per core).
 DUET_API Occupancy nvidia_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                                 const LaunchShape& launch);
+                                          const LaunchShape& launch);
 DUET_API Occupancy amd_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                              const LaunchShape& launch);
+                                       const LaunchShape& launch);
 
 }  // namespace duet

@@ -43,17 +43,17 @@ DUET_API void run(const Device& dev, const SoftmaxCall& call);
 DUET_API Plan plan_for(const Device& dev, const SoftmaxCall& call);
 
 DUET_API void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-             std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+                      std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
 DUET_API void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-                 std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+                          std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
 // dx = y * (dy - sum(dy * y))
 DUET_API void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
-                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
-                      void* stream = nullptr);
+                               std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                               std::int64_t dx_stride, void* stream = nullptr);
 // dx = dy - exp(y) * sum(dy), y the log_softmax output
 DUET_API void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
-                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
-                          std::int64_t dx_stride, void* stream = nullptr);
+                                   std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                                   std::int64_t dx_stride, void* stream = nullptr);
 
 // A compiled kernel's attributes on a live device (cudaFuncGetAttributes /
 // hipFuncGetAttributes), and the vendor's own occupancy answer for it
