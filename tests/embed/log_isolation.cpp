@@ -3,11 +3,13 @@
 // duet. duet's logger must be its own: the calls succeed, and duet's debug
 // lines appear only when DUET_LOG_LEVEL asks for them.
 //
-// Usage: duet_log_isolation quiet|debug|invalid
+// Usage: duet_log_isolation quiet|debug|invalid|callback
 //   quiet    DUET_LOG_LEVEL unset: no line from duet at all
 //   debug    DUET_LOG_LEVEL=debug: duet's debug lines appear (the check can see them)
 //   invalid  DUET_LOG_LEVEL=verbose: one warning naming the value and the
 //            accepted levels, then duet logs at warn (no debug lines)
+//   callback DUET_LOG_LEVEL=debug and duet_set_log_callback: the debug lines
+//            reach the callback, with its argument, and not stderr
 // duet's stderr is captured in a temporary file and checked; exit 0 when it
 // is as expected.
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +32,17 @@
 #include "duet/softmax.hpp"
 
 namespace {
+
+// What duet_set_log_callback's callback received.
+struct Received {
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> messages;
+};
+void receive(int level, const char* message, void* user) {
+  auto* received = static_cast<Received*>(user);
+  std::lock_guard<std::mutex> lock(received->mutex);
+  received->messages.emplace_back(level, message);
+}
 
 int count_of(const std::string& text, const std::string& needle) {
   int n = 0;
@@ -81,10 +95,12 @@ std::string duet_calls_stderr(bool* ok) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "quiet" && mode != "debug" && mode != "invalid") {
-    std::fprintf(stderr, "usage: duet_log_isolation quiet|debug|invalid\n");
+  if (mode != "quiet" && mode != "debug" && mode != "invalid" && mode != "callback") {
+    std::fprintf(stderr, "usage: duet_log_isolation quiet|debug|invalid|callback\n");
     return 2;
   }
+  Received received;
+  if (mode == "callback") duet_set_log_callback(receive, &received);
 
   // The application's own logger named "duet", registered globally, and a
   // global level of debug for every logger the registry knows.
@@ -121,6 +137,17 @@ int main(int argc, char** argv) {
     }
     if (debug_lines != 0) {
       std::printf("FAIL: an invalid DUET_LOG_LEVEL turned debug lines on\n");
+      pass = false;
+    }
+  }
+  if (mode == "callback") {
+    int debug_messages = 0;
+    for (const auto& [level, message] : received.messages) {
+      std::printf("callback: level %d: %s\n", level, message.c_str());
+      if (level == 1 && message.find("plan host:0") != std::string::npos) ++debug_messages;
+    }
+    if (debug_messages == 0 || !duet_output.empty()) {
+      std::printf("FAIL: want duet's debug lines at the callback (got %d) and none on stderr\n", debug_messages);
       pass = false;
     }
   }
