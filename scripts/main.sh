@@ -56,9 +56,9 @@ bash scripts/install-deps.sh "${deps[@]}"
 
 stamp "configure"
 build=build-main
+mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_BUILD_TESTS=OFF -DDUET_BUILD_TOOLS=ON \
-  "${backend_flags[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-rm -f "$build.configure.log"
+  "${backend_flags[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 
 stamp "build"
 cmake --build "$build" -j "$(nproc)"
