@@ -12,7 +12,7 @@
 # Runs apt-get (as root, or through sudo) only when a package is missing.
 set -euo pipefail
 base=(cmake ninja-build g++ libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libhwy-dev)
-tests=(doctest-dev)
+tests=(doctest-dev pkgconf)  # pkgconf: install_test.sh checks duet.pc
 hip=(hipcc libamdhip64-dev)
 fuzz=(clang libclang-rt-14-dev)
 
