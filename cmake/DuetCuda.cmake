@@ -9,7 +9,10 @@ endif()
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
-add_library(duet_cuda STATIC ${DUET_GPU_SOURCES})
+# An object library: its objects are folded into libduet (hidden, as the
+# rest: CMAKE_CUDA_VISIBILITY_PRESET), the static CUDA runtime follows as a
+# link dependency.
+add_library(duet_cuda OBJECT ${DUET_GPU_SOURCES})
 set_target_properties(duet_cuda PROPERTIES CUDA_ARCHITECTURES "${DUET_CUDA_ARCHITECTURES}"
                                            CUDA_RUNTIME_LIBRARY Static CUDA_STANDARD 17)
 target_include_directories(duet_cuda PRIVATE ${DUET_BACKEND_INCLUDES})

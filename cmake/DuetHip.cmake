@@ -10,7 +10,9 @@
 find_library(DUET_AMDHIP64 amdhip64 REQUIRED)
 set(_hip_out ${CMAKE_CURRENT_BINARY_DIR}/hip)
 file(MAKE_DIRECTORY ${_hip_out})
-set(_hip_flags -std=c++20 -O3 -fPIC -DDUET_VENDOR_HIP -DDUET_NS=hip
+# Hidden visibility as the rest of libduet (hipcc applies it to host code;
+# the AMDGPU kernels stay visible to the HIP runtime, which looks them up).
+set(_hip_flags -std=c++20 -O3 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -DDUET_VENDOR_HIP -DDUET_NS=hip
                "-DDUET_GPU_TARGETS=\"${DUET_HIP_TARGETS_STRING}\"")
 foreach(_inc IN LISTS DUET_BACKEND_INCLUDES)
   list(APPEND _hip_flags -I${_inc})
@@ -33,6 +35,9 @@ foreach(_src IN LISTS DUET_GPU_SOURCES)
     VERBATIM)
   list(APPEND _hip_objects ${_obj})
 endforeach()
-add_library(duet_hip STATIC ${_hip_objects})
-set_target_properties(duet_hip PROPERTIES LINKER_LANGUAGE CXX)
-target_link_libraries(duet_hip PUBLIC duet_core ${DUET_AMDHIP64})
+# The objects go into libduet (and duet_internal) as sources; duet_hip
+# carries what linking them needs.
+set(DUET_HIP_OBJECTS ${_hip_objects})
+set_source_files_properties(${DUET_HIP_OBJECTS} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+add_library(duet_hip INTERFACE)
+target_link_libraries(duet_hip INTERFACE ${DUET_AMDHIP64})

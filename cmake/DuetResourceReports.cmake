@@ -41,7 +41,7 @@ if(DUET_ENABLE_HIP)
       COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'remark: +(Function Name|VGPRs|AGPRs|SGPRs|ScratchSize|LDS Size)' | sed -E 's/.*remark: +//; s/ \\[-Rpass-analysis.*//' > ${_rep}"
               ${DUET_HIPCC} ${_flags_no_arch} --offload-arch=${_arch} --cuda-device-only
               -Rpass-analysis=kernel-resource-usage -c ${_launch_src} -o ${_rep}.o
-      DEPENDS ${_launch_src} duet_hip
+      DEPENDS ${_launch_src} ${DUET_HIP_OBJECTS}
       COMMENT "amdgpu resource report for ${_arch}"
       VERBATIM)
     list(APPEND _reports "hip|${_arch}|${_rep}")

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "duet/export.h"
+
 namespace duet {
 
 enum class DType : int { f32 = 0, f16 = 1, bf16 = 2 };
@@ -156,8 +158,8 @@ constexpr int find_variant(const Variant& want) {
   return -1;
 }
 
-std::string to_string(DType d);
-std::string to_string(Strategy s);
-std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2,r2>"
+DUET_API std::string to_string(DType d);
+DUET_API std::string to_string(Strategy s);
+DUET_API std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2,r2>"
 
 }  // namespace duet

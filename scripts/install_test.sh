@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# Checks duet as a downstream user gets it: builds the `host` preset, installs
-# it into a temporary prefix, builds examples/consumer (a separate CMake
-# project: find_package(duet CONFIG REQUIRED), duet::runtime, a C++ and a C11
-# program) against that prefix alone, and runs both consumers, the installed
-# deviceinfo, and the Python binding on the installed libduet. No GPU needed.
+# Checks duet as a downstream user gets it: builds the host backend, installs
+# it into a temporary prefix, and from there:
+#   * the package config exports duet::runtime alone and (shared) needs
+#     nothing a consumer does not: examples/consumer (a separate CMake
+#     project: find_package(duet CONFIG REQUIRED), duet::runtime, a C++ and a
+#     C11 program) configures with CMake's search limited to the prefix;
+#   * both consumers build and run, and the C one again through pkg-config
+#     (duet.pc);
+#   * the installed deviceinfo and the Python binding run on the installed
+#     libduet (shared);
+#   * the uninstall target removes every installed file.
+#
+#   install_test.sh          libduet shared: the `host` preset (build-host/)
+#   install_test.sh static   libduet static (BUILD_SHARED_LIBS=OFF) in
+#                            build-static/, whose CPU tests run first
 #
 # Environment:
 #   DUET_KEEP_INSTALL=1   keep the temporary prefix and consumer build (printed)
-#   DUET_SKIP_BUILD=1     install the existing build-host/ without rebuilding
+#   DUET_SKIP_BUILD=1     install the existing build folder without rebuilding
 #   PYTHON                interpreter for the Python check (default python3; skipped if absent)
 # Exit status: 0 when everything passed, non-zero at the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+kind=${1:-shared}
+case "$kind" in
+  shared) build=build-host ;;
+  static) build=build-static ;;
+  *) echo "usage: install_test.sh [shared|static]" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/duet-install-test.XXXXXX")
 prefix=$work/prefix
@@ -34,21 +50,45 @@ run() {
 }
 step() { echo; echo "== $*"; }
 
-step "build duet (host preset)"
-if [[ "${DUET_SKIP_BUILD:-0}" != 1 ]]; then
-  run cmake --preset host
-  run cmake --build --preset host
+if [[ $kind == shared ]]; then
+  step "build duet (host preset)"
+  if [[ "${DUET_SKIP_BUILD:-0}" != 1 ]]; then
+    run cmake --preset host
+    run cmake --build --preset host
+  fi
+  libfile=libduet.so
+else
+  step "build and test duet as a static library (host backend, $build)"
+  if [[ "${DUET_SKIP_BUILD:-0}" != 1 ]]; then
+    run cmake --preset static
+    run cmake --build --preset static
+  fi
+  run ctest --test-dir "$build" -L cpu --output-on-failure
+  libfile=libduet.a
 fi
 
 step "install into $prefix"
-run cmake --install build-host --prefix "$prefix"
-libdir=$prefix/lib
-[[ -d $libdir ]] || libdir=$(dirname "$(find "$prefix" -name 'libduet.so' -print -quit)")
-for f in "$libdir/libduet.so" "$libdir/cmake/duet/duetConfig.cmake" "$libdir/cmake/duet/duetConfigVersion.cmake" \
-         "$prefix/include/duet/duet.h" "$prefix/include/duet/softmax.hpp" "$prefix/include/duet/config.hpp"; do
+run cmake --install "$build" --prefix "$prefix"
+libdir=$(dirname "$(find "$prefix" -name "$libfile" -print -quit)")
+for f in "$libdir/$libfile" "$libdir/cmake/duet/duetConfig.cmake" "$libdir/cmake/duet/duetConfigVersion.cmake" \
+         "$libdir/pkgconfig/duet.pc" "$prefix/include/duet/duet.h" "$prefix/include/duet/softmax.hpp" \
+         "$prefix/include/duet/config.hpp" "$prefix/include/duet/export.h"; do
   [[ -e $f ]] || { echo "install_test: missing after install: $f" >&2; exit 1; }
 done
 echo "installed: $(cd "$prefix" && find . -type f | sort | tr '\n' ' ')"
+
+# The export set holds duet::runtime alone (no internal target), and the
+# config of a shared libduet finds no dependency.
+step "the installed package config"
+exported=$(grep -ho 'add_library([^ ]*' "$libdir"/cmake/duet/duetTargets.cmake | sed 's/add_library(//' | sort -u | tr '\n' ' ')
+echo "exported targets: $exported"
+[[ $exported == "duet::runtime " ]] || { echo "install_test: the export set is not duet::runtime alone" >&2; exit 1; }
+dependencies=$(grep -h 'find_dependency(' "$libdir"/cmake/duet/duetConfig.cmake || true)
+echo "find_dependency: ${dependencies:-none}"
+if [[ $kind == shared && -n $dependencies ]]; then
+  echo "install_test: a shared libduet's package config should need nothing" >&2
+  exit 1
+fi
 
 # Every header the installed headers include must come from the install (or
 # the system): compile each one alone against the prefix only.
@@ -62,20 +102,44 @@ echo "#include <duet/duet.h>" | "${CC:-cc}" -std=c11 -pedantic -Werror -fsyntax-
   || { echo "install_test: duet/duet.h is not C11" >&2; exit 1; }
 echo "ok: $(ls "$prefix"/include/duet | tr '\n' ' ')"
 
+# A shared libduet's consumer finds packages in the prefix alone (not in
+# /usr, where spdlog and nlohmann_json are); a static one's also finds the
+# system libraries libduet's objects call into.
+search_limits=(-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+if [[ $kind == shared ]]; then
+  # The build tools named here, since the limited search would not find them.
+  search_limits+=(-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF -DCMAKE_FIND_USE_SYSTEM_ENVIRONMENT_PATH=OFF
+                  "-DCMAKE_MAKE_PROGRAM=$(command -v ninja)" "-DCMAKE_C_COMPILER=$(command -v "${CC:-cc}")"
+                  "-DCMAKE_CXX_COMPILER=$(command -v "${CXX:-c++}")")
+fi
 step "configure and build examples/consumer against the installed package"
 run cmake -S examples/consumer -B "$consumer_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+  -DCMAKE_PREFIX_PATH="$prefix" "${search_limits[@]}"
 found=$(sed -n 's/^duet_DIR:PATH=//p' "$consumer_build/CMakeCache.txt")
 echo "duet_DIR = $found"
 [[ $found == "$prefix"/* ]] || { echo "install_test: the consumer found duet outside $prefix" >&2; exit 1; }
 run cmake --build "$consumer_build"
 
+# The C consumer again, built with the compiler and pkg-config alone.
+step "build examples/consumer/c_main.c with pkg-config"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pc_flags=(--cflags --libs)
+[[ $kind == static ]] && pc_flags+=(--static)
+echo "pkg-config ${pc_flags[*]} duet: $(pkg-config "${pc_flags[@]}" duet)"
+read -r -a pc_args <<<"$(pkg-config "${pc_flags[@]}" duet)"
+run "${CC:-cc}" -std=c11 -Wall -Wextra -pedantic -Werror examples/consumer/c_main.c -o "$consumer_build/duet_c_consumer_pc" \
+  "${pc_args[@]}" -Wl,-rpath,"$libdir" -lm
+
 # No LD_LIBRARY_PATH: the consumers find the installed libduet by their RPATH.
 step "run the consumers"
-for exe in duet_consumer duet_c_consumer; do
+for exe in duet_consumer duet_c_consumer duet_c_consumer_pc; do
   resolved=$(env -u LD_LIBRARY_PATH ldd "$consumer_build/$exe" | awk '/libduet\.so/ {print $3}')
-  echo "$exe: libduet -> $resolved"
-  [[ $resolved == "$prefix"/* ]] || { echo "install_test: $exe does not load the installed libduet" >&2; exit 1; }
+  if [[ $kind == shared ]]; then
+    echo "$exe: libduet -> $resolved"
+    [[ $resolved == "$prefix"/* ]] || { echo "install_test: $exe does not load the installed libduet" >&2; exit 1; }
+  else
+    [[ -z $resolved ]] || { echo "install_test: $exe loads a shared libduet ($resolved) from a static install" >&2; exit 1; }
+  fi
   run env -u LD_LIBRARY_PATH "$consumer_build/$exe"
 done
 
@@ -90,7 +154,7 @@ if [[ -x "$prefix/bin/deviceinfo" ]]; then
 fi
 
 py=${PYTHON:-python3}
-if command -v "$py" >/dev/null; then
+if [[ $kind == shared ]] && command -v "$py" >/dev/null; then
   step "Python binding on the installed libduet"
   echo "+ DUET_LIBRARY=$libdir/libduet.so PYTHONPATH=python $py -c ..."
   DUET_LIBRARY=$libdir/libduet.so PYTHONPATH=$root/python "$py" - <<'EOF'
@@ -125,5 +189,15 @@ EOF
   fi
 fi
 
+step "uninstall"
+run cmake --build "$build" --target uninstall >/dev/null
+left=$(find "$prefix" -type f | sed "s|^$prefix/||")
+if [[ -n $left ]]; then
+  echo "install_test: files left after uninstall:" >&2
+  printf '  %s\n' $left >&2
+  exit 1
+fi
+echo "nothing left under $prefix"
+
 echo
-echo "install_test: PASSED (duet installed to a temporary prefix; C++ and C consumers built with find_package and ran)"
+echo "install_test: PASSED ($kind libduet installed to a temporary prefix; C++ and C consumers built with find_package, the C one with pkg-config, and ran; uninstalled)"

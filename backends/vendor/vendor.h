@@ -100,7 +100,9 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // 16 bytes as one native vector register value: clang keeps arrays of these
 // in registers where arrays of 16-byte structs (copied by memcpy) went to
 // scratch (block_row_smem's staging, kernels/softmax_kernels.cuh).
+#if defined(__clang__)  // hipcc; the host compiler reads this header for HIP's structs alone (tests)
 typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
+#endif
 #define DUET_RAW16 duet_raw16_t
 // Word i (0..3) of a DUET_RAW16, and one made of four words.
 #define DUET_RAW16_WORD(r, i) (r)[i]

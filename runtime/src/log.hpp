@@ -1,15 +1,38 @@
-// duet's logger: spdlog, level from DUET_LOG_LEVEL (trace, debug, info,
-// warn, error, critical, off; default warn), to stderr.
+// duet's own logger: levels trace, debug, info, warn, error, critical, off
+// (spdlog's names), chosen by DUET_LOG_LEVEL (default warn), written to
+// stderr as "[duet <level>] message".
+//
+// The logger belongs to duet alone: it is not registered in spdlog's global
+// registry, so an application's own logger named "duet" does not clash with
+// it and an application's spdlog::set_level does not change it. spdlog and
+// fmt are compiled in header-only and hidden, so libduet neither exports
+// their symbols nor needs their shared libraries.
 #pragma once
 
-#include <spdlog/spdlog.h>
+#include <string_view>
+#include <utility>
+
+#include <fmt/core.h>
 
 namespace duet::log {
 
-spdlog::logger& logger();
+enum class Level : int { trace = 0, debug = 1, info = 2, warn = 3, error = 4, critical = 5, off = 6 };
 
-template <class... A> void debug(spdlog::format_string_t<A...> f, A&&... a) { logger().debug(f, std::forward<A>(a)...); }
-template <class... A> void info(spdlog::format_string_t<A...> f, A&&... a) { logger().info(f, std::forward<A>(a)...); }
-template <class... A> void warn(spdlog::format_string_t<A...> f, A&&... a) { logger().warn(f, std::forward<A>(a)...); }
+// Whether a message at `level` is written (the level is read once, from
+// DUET_LOG_LEVEL; an unknown value warns once and keeps warn).
+bool enabled(Level level) noexcept;
+// Writes one message; never throws.
+void write(Level level, std::string_view message) noexcept;
+
+// Parses a DUET_LOG_LEVEL value: spdlog's names (and its aliases "warning",
+// "err"); false for anything else.
+bool parse_level(std::string_view text, Level* level) noexcept;
+
+template <class... A> void emit(Level level, fmt::format_string<A...> f, A&&... a) {
+  if (enabled(level)) write(level, fmt::format(f, std::forward<A>(a)...));
+}
+template <class... A> void debug(fmt::format_string<A...> f, A&&... a) { emit(Level::debug, f, std::forward<A>(a)...); }
+template <class... A> void info(fmt::format_string<A...> f, A&&... a) { emit(Level::info, f, std::forward<A>(a)...); }
+template <class... A> void warn(fmt::format_string<A...> f, A&&... a) { emit(Level::warn, f, std::forward<A>(a)...); }
 
 }  // namespace duet::log

@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 
 namespace duet {
 
-class Device {
+class DUET_API Device {
  public:
   Device(BackendKind backend, int ordinal) : backend_(backend), ordinal_(ordinal) {}
   BackendKind backend() const noexcept { return backend_; }
@@ -27,16 +28,16 @@ class Device {
 };
 
 // Every device of every built backend: GPUs first (CUDA, then HIP), the host last.
-std::vector<Device> devices();
+DUET_API std::vector<Device> devices();
 // GPUs only; 0 without a driver or device, never an error.
-int gpu_count() noexcept;
+DUET_API int gpu_count() noexcept;
 // A device by backend and ordinal; throws duet::Error(no_device) if absent
 // and duet::Error(unsupported) if that backend is not built.
-Device device(BackendKind backend, int ordinal);
+DUET_API Device device(BackendKind backend, int ordinal);
 // Parses "cuda:0", "hip:1", "host"; throws duet::Error(invalid_argument).
-Device device(const std::string& label);
+DUET_API Device device(const std::string& label);
 // The first GPU, else the host.
-Device default_device();
+DUET_API Device default_device();
 
 // Backends compiled into this library, with their versions and targets.
 struct BackendInfo {
@@ -47,10 +48,10 @@ struct BackendInfo {
   std::string targets;           // "sm_80;sm_90", "gfx908;gfx90a;..."
   std::string no_device_reason;  // why no device was found, if none
 };
-std::vector<BackendInfo> backend_info();
+DUET_API std::vector<BackendInfo> backend_info();
 
 // RAII memory on a device (plain cudaMalloc / hipMalloc; host: aligned malloc).
-class Buffer {
+class DUET_API Buffer {
  public:
   Buffer() = default;
   Buffer(const Device& dev, std::size_t bytes);
@@ -74,7 +75,7 @@ class Buffer {
 
 // RAII stream on a device (cudaStream_t / hipStream_t; nullptr on the host).
 // Any stream handle of the same device works with duet's calls too.
-class Stream {
+class DUET_API Stream {
  public:
   explicit Stream(const Device& dev);
   ~Stream();
@@ -88,14 +89,14 @@ class Stream {
 };
 
 // Waits for all work on `stream` (nullptr: the whole device).
-void synchronize(const Device& dev, void* stream = nullptr);
+DUET_API void synchronize(const Device& dev, void* stream = nullptr);
 
 // Copies `bytes` between two allocations of `dev` on `stream` (asynchronous
 // on GPUs: cudaMemcpyAsync / hipMemcpyAsync device to device).
-void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
+DUET_API void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
 
 // RAII timing event (cudaEvent_t / hipEvent_t; a timestamp on the host).
-class Event {
+class DUET_API Event {
  public:
   explicit Event(const Device& dev);
   ~Event();

@@ -7,25 +7,26 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include "duet/export.h"
 
 namespace duet {
 
 enum class Vendor { host, nvidia, amd };
 enum class BackendKind { host, cuda, hip };
 
-std::string_view to_string(Vendor v) noexcept;
-std::string_view to_string(BackendKind b) noexcept;
+DUET_API std::string_view to_string(Vendor v) noexcept;
+DUET_API std::string_view to_string(BackendKind b) noexcept;
 // Parse the names to_string produces; throws duet::Error(invalid_argument).
-Vendor vendor_from_string(std::string_view s);
-BackendKind backend_from_string(std::string_view s);
+DUET_API Vendor vendor_from_string(std::string_view s);
+DUET_API BackendKind backend_from_string(std::string_view s);
 
 // Where an AMD device's `regs_per_sm` comes from. Older ROCm reports 65536
 // registers per CU on CDNA2/3 (the 256-entry VGPR file of 4 SIMDs x 64
 // lanes); ROCm 7 reports 131072 on gfx942 (the unified 512-entry
 // VGPR+AccVGPR pool). The tutorial model doubles only the former.
 enum class RegisterPoolReport { not_applicable, arch_vgprs_only, unified_pool };
-std::string_view to_string(RegisterPoolReport r) noexcept;
-RegisterPoolReport register_pool_report_from_string(std::string_view s);
+DUET_API std::string_view to_string(RegisterPoolReport r) noexcept;
+DUET_API RegisterPoolReport register_pool_report_from_string(std::string_view s);
 
 struct DeviceProps {
   // Identity
@@ -80,20 +81,20 @@ struct DeviceProps {
 
   // Peak DRAM bandwidth the bus width and clock imply, GB/s (1e9 B/s):
   // 2 transfers per clock * clock * bus width / 8. 0 where unknown.
-  double peak_bandwidth_gbps() const noexcept;
+  DUET_API double peak_bandwidth_gbps() const noexcept;
   bool is_gpu() const noexcept { return backend != BackendKind::host; }
 };
 
 // Name of the architecture family for an NVIDIA compute capability
 // ("Ampere", "Hopper", ...) or an AMD gfx name ("CDNA2", "RDNA2", ...).
-std::string nvidia_family(int cc_major, int cc_minor);
-std::string amd_family(std::string_view gfx_arch);
+DUET_API std::string nvidia_family(int cc_major, int cc_minor);
+DUET_API std::string amd_family(std::string_view gfx_arch);
 
 // True for gfx908/gfx90a/gfx940/gfx941/gfx942 and later CDNA parts, whose
 // VGPRs and AccVGPRs form one pool per lane.
-bool amd_is_cdna(std::string_view gfx_arch) noexcept;
+DUET_API bool amd_is_cdna(std::string_view gfx_arch) noexcept;
 
 // "gfx90a:sramecc+:xnack-" -> "gfx90a"
-std::string_view amd_base_arch(std::string_view gfx_arch) noexcept;
+DUET_API std::string_view amd_base_arch(std::string_view gfx_arch) noexcept;
 
 }  // namespace duet

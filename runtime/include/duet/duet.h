@@ -8,14 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DUET_API, and the version this header belongs to: DUET_VERSION_MAJOR,
+ * DUET_VERSION_MINOR and DUET_VERSION_PATCH (duet_version() gives the
+ * library's at run time). */
+#include "duet/export.h"
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#if defined(__GNUC__)
-#define DUET_API __attribute__((visibility("default")))
-#else
-#define DUET_API
 #endif
 
 typedef enum duet_status_t {
@@ -105,6 +104,14 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
                                                     size_t workspace_bytes, void* stream);
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
+
+/* duet's log messages (those DUET_LOG_LEVEL lets through: trace, debug,
+ * info, warn, error, critical, off; default warn) go to stderr, or to
+ * `callback` once one is set (NULL: stderr again). `level` is 0 (trace) to
+ * 5 (critical); `message` is valid during the call. The callback runs on the
+ * thread that logs, possibly on several threads at once. */
+typedef void (*duet_log_callback_t)(int level, const char* message, void* user);
+DUET_API void duet_set_log_callback(duet_log_callback_t callback, void* user);
 
 #ifdef __cplusplus
 }

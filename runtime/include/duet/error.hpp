@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <string_view>
 
+#include "duet/export.h"
+
 namespace duet {
 
 enum class Status : int {
@@ -21,9 +23,9 @@ enum class Status : int {
   internal = 8,
 };
 
-std::string_view to_string(Status s) noexcept;
+DUET_API std::string_view to_string(Status s) noexcept;
 
-class Error : public std::runtime_error {
+class DUET_API Error : public std::runtime_error {
  public:
   Error(Status status, const std::string& message)
       : std::runtime_error(message), status_(status) {}

@@ -7,29 +7,31 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 #include "duet/occupancy.hpp"
 
 namespace duet {
 
 // Mangled kernel name -> attributes, for one target.
-std::map<std::string, KernelAttributes> parse_ptxas_report(const std::string& text, const std::string& target);
-std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& text, const std::string& target);
+DUET_API std::map<std::string, KernelAttributes> parse_ptxas_report(const std::string& text, const std::string& target);
+DUET_API std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& text,
+                                                                     const std::string& target);
 
 // Which catalogue entry a (mangled) kernel name is; -1 if none.
 // `finalize` tells a split_row finalize kernel from its first kernel.
-int variant_of_kernel(const std::string& mangled, bool* finalize);
+DUET_API int variant_of_kernel(const std::string& mangled, bool* finalize);
 
 // Targets recorded in this build: {"cuda", "sm_90"}, {"hip", "gfx90a"}, ...
-std::vector<std::pair<std::string, std::string>> recorded_targets();
+DUET_API std::vector<std::pair<std::string, std::string>> recorded_targets();
 
 // The recorded target that stands in for `dev`: its own arch if recorded,
 // else the nearest one of the same vendor and family (sm_89 -> sm_80,
 // gfx942 -> gfx940). Empty if this build recorded none for the vendor.
-std::string recorded_target_for(const DeviceProps& dev);
+DUET_API std::string recorded_target_for(const DeviceProps& dev);
 
 // Attributes of catalogue entry `variant` for `dev`, from the recorded
 // report; throws duet::Error(unsupported) if the build recorded none.
-KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant, bool finalize);
+DUET_API KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant, bool finalize);
 
 }  // namespace duet

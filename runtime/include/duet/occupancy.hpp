@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 
 namespace duet {
@@ -37,7 +38,7 @@ struct LaunchShape {
 };
 
 enum class Limiter { none, registers, shared_memory, warps, blocks };
-std::string_view to_string(Limiter l) noexcept;
+DUET_API std::string_view to_string(Limiter l) noexcept;
 
 struct Occupancy {
   int blocks_per_sm = 0;        // min of the per-resource limits below
@@ -55,16 +56,16 @@ struct Occupancy {
 // Throws duet::Error(invalid_argument) on hostile input: non-positive or
 // absurd device properties, a block larger than the device or the kernel
 // allows, shared memory beyond the opt-in limit, negative sizes.
-Occupancy tutorial_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                             const LaunchShape& launch);
-Occupancy exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                          const LaunchShape& launch);
+DUET_API Occupancy tutorial_occupancy(const DeviceProps& dev, const KernelAttributes& k,
+                                      const LaunchShape& launch);
+DUET_API Occupancy exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
+                                   const LaunchShape& launch);
 
 // The two exact models, callable directly (exact_occupancy dispatches on
 // dev.vendor; the host backend has occupancy 1 per core).
-Occupancy nvidia_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                                 const LaunchShape& launch);
-Occupancy amd_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
-                              const LaunchShape& launch);
+DUET_API Occupancy nvidia_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
+                                          const LaunchShape& launch);
+DUET_API Occupancy amd_exact_occupancy(const DeviceProps& dev, const KernelAttributes& k,
+                                       const LaunchShape& launch);
 
 }  // namespace duet

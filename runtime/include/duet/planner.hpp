@@ -23,6 +23,7 @@
 #include <functional>
 #include <string>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 #include "duet/occupancy.hpp"
 #include "softmax_args.hpp"
@@ -89,7 +90,7 @@ using AttributeSource = std::function<KernelAttributes(int variant, bool finaliz
 
 // Throws duet::Error(invalid_argument) for a bad shape and
 // duet::Error(unsupported) when nothing fits the device.
-Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
+DUET_API Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
 
 // The part of a plan that depends on the row count: grid sizes and the
 // workspace. grid_for computes it; set_grid stores it in the plan. Both throw
@@ -100,9 +101,9 @@ struct Grid {
   LaunchGeometry finalize;  // split_row's second kernel
   std::int64_t workspace_bytes = 0;
 };
-Grid grid_for(const Plan& plan, std::int64_t rows);
-void set_grid(Plan& plan, std::int64_t rows);
+DUET_API Grid grid_for(const Plan& plan, std::int64_t rows);
+DUET_API void set_grid(Plan& plan, std::int64_t rows);
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b);
+DUET_API std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 
 }  // namespace duet

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "duet/export.h"
 #include "duet/device_props.hpp"
 
 namespace duet {
@@ -27,17 +28,17 @@ namespace duet {
 inline constexpr const char* kPropsSchema = "duet.device_props/1";
 
 // {"schema": ..., "props": {...}} (pretty-printed with `indent` >= 0).
-std::string props_to_json(const DeviceProps& props, int indent = 2);
+DUET_API std::string props_to_json(const DeviceProps& props, int indent = 2);
 // Throws duet::Error(parse_error) naming `origin` and the offending field.
-DeviceProps props_from_json(const std::string& text, const std::string& origin = "<json>");
+DUET_API DeviceProps props_from_json(const std::string& text, const std::string& origin = "<json>");
 // Reads a regular file (links followed); duet::Error(io_error) if it is
 // anything else (a FIFO, a directory, a device), cannot be read, or is over
 // 1 MiB, without opening what is not a regular file.
-DeviceProps load_props_file(const std::string& path);
+DUET_API DeviceProps load_props_file(const std::string& path);
 
 // `text` safe to print and to put in JSON: each byte that is not part of
 // valid UTF-8, and each control character, as \xNN; the rest unchanged.
 // (Property-file names are bytes; a file without "source" gets its name.)
-std::string printable(std::string_view text);
+DUET_API std::string printable(std::string_view text);
 
 }  // namespace duet

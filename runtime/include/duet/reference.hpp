@@ -7,28 +7,29 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
 #include "softmax_variants.hpp"
 
 namespace duet::reference {
 
 // Row-major rows x cols, contiguous. Forward: x -> y. Backward: (y, dy) -> dx.
-std::vector<double> forward(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Op op);
-std::vector<double> backward(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
-                             std::int64_t cols, Op op);
+DUET_API std::vector<double> forward(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Op op);
+DUET_API std::vector<double> backward(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
+                                      std::int64_t cols, Op op);
 
 // Per-row magnitude of the backward terms before they cancel
 // (max_i |y_i| (|dy_i| + |sum|), or max_i |dy_i| + exp(y_i) |sum|): a
 // float32 result can only be as close as eps times this, however exact the
 // arithmetic, so the comparison scales by it.
-std::vector<double> backward_scale(const std::vector<float>& y, const std::vector<float>& dy, std::int64_t rows,
-                                   std::int64_t cols, Op op);
+DUET_API std::vector<double> backward_scale(const std::vector<float>& y, const std::vector<float>& dy,
+                                            std::int64_t rows, std::int64_t cols, Op op);
 
 // Storage <-> float for a dtype (16-bit types round to nearest even).
-std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype);
-std::vector<float> decode(const std::uint8_t* bytes, std::size_t count, DType dtype);
+DUET_API std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype);
+DUET_API std::vector<float> decode(const std::uint8_t* bytes, std::size_t count, DType dtype);
 // Values representable in `dtype` (rounded through it), so a reference sees
 // exactly the inputs the device reads.
-std::vector<float> round_trip(const std::vector<float>& values, DType dtype);
+DUET_API std::vector<float> round_trip(const std::vector<float>& values, DType dtype);
 
 struct Check {
   bool ok = true;
@@ -43,9 +44,10 @@ struct Check {
 // passes when its largest error is within `abs_floor`: the spacing of the
 // output format near zero (float16 subnormals are 2^-24 apart, so a row of
 // gradients around 1e-6 cannot be stored to 1e-2 of itself).
-Check compare(const std::vector<float>& got, const std::vector<double>& want, std::int64_t rows, std::int64_t cols,
-              double tolerance, const std::vector<double>* row_scale = nullptr, double abs_floor = 0.0);
-double default_tolerance(DType dtype);
-double default_abs_floor(DType dtype);
+DUET_API Check compare(const std::vector<float>& got, const std::vector<double>& want, std::int64_t rows,
+                       std::int64_t cols, double tolerance, const std::vector<double>* row_scale = nullptr,
+                       double abs_floor = 0.0);
+DUET_API double default_tolerance(DType dtype);
+DUET_API double default_abs_floor(DType dtype);
 
 }  // namespace duet::reference

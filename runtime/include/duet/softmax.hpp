@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "duet/export.h"
 #include "duet/device.hpp"
 #include "duet/planner.hpp"
 #include "softmax_variants.hpp"
@@ -52,54 +53,54 @@ struct SoftmaxCall {
 
 // Checks `call` (throws duet::Error with a one-line reason, writing nothing),
 // plans it (cached per device and shape class) and launches it.
-void run(const Device& dev, const SoftmaxCall& call);
+DUET_API void run(const Device& dev, const SoftmaxCall& call);
 
 // The plan `run` would use, without launching.
-Plan plan_for(const Device& dev, const SoftmaxCall& call);
+DUET_API Plan plan_for(const Device& dev, const SoftmaxCall& call);
 
 // Bytes of workspace a call of this shape needs on `dev`: 0 for most shapes
 // (rows too wide for on-chip memory need one), and 0 when rows or cols is 0.
 // It holds for any pointers and strides of the shape (the largest over the
 // vector and scalar paths). Throws for a bad shape or dtype.
-std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, bool backward);
+DUET_API std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, bool backward);
 
-void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-             std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
-void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-                 std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+DUET_API void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                      std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
+DUET_API void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                          std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);
 // dx = y * (dy - sum(dy * y))
-void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
-                      std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
-                      void* stream = nullptr);
+DUET_API void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                               std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                               std::int64_t dx_stride, void* stream = nullptr);
 // dx = dy - exp(y) * sum(dy), y the log_softmax output
-void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
-                          std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
-                          std::int64_t dx_stride, void* stream = nullptr);
+DUET_API void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                                   std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
+                                   std::int64_t dx_stride, void* stream = nullptr);
 
 // The same four with the caller's workspace: at least workspace_size()
 // bytes (a smaller one is refused with invalid_argument, naming the size
 // needed, before anything runs); ignored where the shape needs none.
-void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+DUET_API void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
              std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream = nullptr);
-void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+DUET_API void log_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                  std::int64_t x_stride, void* y, std::int64_t y_stride, Workspace workspace, void* stream = nullptr);
-void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+DUET_API void softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
                       std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx, std::int64_t dx_stride,
                       Workspace workspace, void* stream = nullptr);
-void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+DUET_API void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
                           std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
                           std::int64_t dx_stride, Workspace workspace, void* stream = nullptr);
 
 // A compiled kernel's attributes on a live device (cudaFuncGetAttributes /
 // hipFuncGetAttributes), and the vendor's own occupancy answer for it
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor), to check the exact model.
-KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize);
-int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem);
+DUET_API KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize);
+DUET_API int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem);
 // Clusters of a cluster_row variant the device holds at once
 // (cudaOccupancyMaxActiveClusters); 0 without clusters.
-int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks);
+DUET_API int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks);
 
 // Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16".
-DType dtype_from_string(const std::string& s);
+DUET_API DType dtype_from_string(const std::string& s);
 
 }  // namespace duet

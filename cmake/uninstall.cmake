@@ -1,0 +1,26 @@
+# cmake -DMANIFEST=<build>/install_manifest.txt -P uninstall.cmake
+# Removes every file the install wrote, then duet's own folders.
+if(NOT EXISTS "${MANIFEST}")
+  message(FATAL_ERROR "uninstall: ${MANIFEST} not found: nothing was installed from this build")
+endif()
+file(STRINGS "${MANIFEST}" _files)
+set(_dirs)
+foreach(_file IN LISTS _files)
+  if(EXISTS "${_file}" OR IS_SYMLINK "${_file}")
+    file(REMOVE "${_file}")
+    message(STATUS "removed ${_file}")
+  endif()
+  get_filename_component(_dir "${_file}" DIRECTORY)
+  list(APPEND _dirs "${_dir}")
+endforeach()
+# Then duet's own folders (include/duet, lib/cmake/duet) once empty; shared
+# ones (lib, bin, pkgconfig) stay.
+list(REMOVE_DUPLICATES _dirs)
+foreach(_dir IN LISTS _dirs)
+  get_filename_component(_name "${_dir}" NAME)
+  file(GLOB _left "${_dir}/*")
+  if(_name STREQUAL "duet" AND IS_DIRECTORY "${_dir}" AND NOT _left)
+    file(REMOVE_RECURSE "${_dir}")
+    message(STATUS "removed empty ${_dir}")
+  endif()
+endforeach()
