@@ -104,6 +104,37 @@ static void interleaved_layouts(void) {
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("share elements"), "status %d: %s", s, duet_last_error());
 }
 
+/* Random layouts in one buffer: a call runs exactly when x and y share no
+ * element or are exactly in place, as marking every element shows. */
+static void random_layouts_against_marking(void) {
+  enum { N = 2048 };
+  static float buf[N];
+  static unsigned char mark[N];
+  unsigned seed = 12345;
+#define NEXT(m) (seed = seed * 1664525u + 1013904223u, (int)((seed >> 8) % (unsigned)(m)))
+  int accepted = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int cols = 1 + NEXT(12), rows = 1 + NEXT(6);
+    const int xs = cols + NEXT(3) * NEXT(9), ys = NEXT(4) == 0 ? xs : cols + NEXT(3) * NEXT(9);
+    const int xo = NEXT(200), yo = NEXT(4) == 0 ? xo : NEXT(200);
+    memset(mark, 0, sizeof mark);
+    int shared = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) mark[xo + r * xs + c] = 1;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) shared |= mark[yo + r * ys + c];
+    const int in_place = xo == yo && (xs == ys || rows == 1);
+    for (int i = 0; i < N; ++i) buf[i] = (float)(i % 5);
+    const duet_status_t s = duet_softmax(kHost, DUET_F32, rows, cols, buf + xo, xs, buf + yo, ys, NULL);
+    const int want_ok = !shared || in_place;
+    EXPECT((s == DUET_SUCCESS) == want_ok, "rows %d cols %d x +%d/%d y +%d/%d: status %d (%s), shared %d", rows, cols,
+           xo, xs, yo, ys, s, duet_last_error(), shared);
+    if (s == DUET_SUCCESS) ++accepted; else ++refused;
+  }
+#undef NEXT
+  EXPECT(accepted > 300 && refused > 300, "random layouts too one-sided: %d accepted, %d refused", accepted, refused);
+}
+
 /* A size mistake is reported as one, not as an overlap. */
 static void impossible_sizes(void) {
   float x[16], y[16];
@@ -118,6 +149,7 @@ int main(void) {
   misaligned_elements();
   out_of_range_codes();
   interleaved_layouts();
+  random_layouts_against_marking();
   impossible_sizes();
   printf("c_abi_hostile: %d failed\n", g_failures);
   return g_failures == 0 ? 0 : 1;

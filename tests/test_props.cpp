@@ -178,7 +178,7 @@ TEST_CASE("impossible GPU property files are refused where they are parsed") {
 TEST_CASE("only regular files are read as property files") {
   const fs::path dir = fs::temp_directory_path() / ("duet_props_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const std::string path : {std::string("/dev/null"), dir.string()}) {
+  for (const std::string& path : {std::string("/dev/null"), dir.string()}) {
     INFO(path);
     try {
       load_props_file(path);

@@ -187,7 +187,7 @@ TEST_CASE("bytes that are not UTF-8 are escaped in text and JSON (K)") {
   CHECK(doc["devices"][0]["label"] == (dir.path / "dev\\xff.json").string());
 }
 
-TEST_CASE("--version prints duet's version and backends; --help the exit codes") {
+TEST_CASE("--version prints duet's version and backends, and --help the exit codes") {
   for (const fs::path& tool : {kDeviceinfo, kBench}) {
     INFO(tool.filename().string());
     const Result v = run(quoted(tool) + " --version");

@@ -59,20 +59,18 @@ constexpr std::int64_t kMaxOverlapWalk = std::int64_t(1) << 20;
 Overlap overlap(const Layout& a, const Layout& b) {
   if (!(a.begin < b.end && b.begin < a.end)) return Overlap::none;
   if (a.rows == 1 || b.rows == 1 || a.stride_bytes == b.stride_bytes) {
-    // One stride s >= row width w (a single row can take any stride): rows
-    // i of a and j of b meet when |d - k s| < w for d = b - a, k = i - j;
-    // only the two multiples of s nearest d can be that close.
-    const std::int64_t s = a.rows == 1 ? b.stride_bytes : a.stride_bytes;
-    const auto d = static_cast<__int128>(b.begin) - static_cast<__int128>(a.begin);
-    const std::int64_t w = a.row_bytes;  // both matrices have cols elements of one type
-    const std::int64_t k_lo = -(b.rows - 1), k_hi = a.rows - 1;
-    const __int128 k0 = d >= 0 ? d / s : -((-d + s - 1) / s);  // floor(d / s)
-    for (__int128 k = k0; k <= k0 + 1; ++k) {
-      if (k < k_lo || k > k_hi) continue;
-      const __int128 gap = d - k * s;
-      if (gap > -w && gap < w) return Overlap::shared;
-    }
-    return Overlap::none;
+    // One stride s (a single row can take any): rows i of a and j of b meet
+    // when -wb < d + k s < wa for d = b - a and k = j - i, which holds for
+    // one range of k; the matrices meet if it shares a k with the rows'.
+    using i128 = __int128;
+    auto floor_div = [](i128 n, i128 q) { return n >= 0 ? n / q : -((-n + q - 1) / q); };
+    const i128 s = a.rows > 1 ? a.stride_bytes : b.rows > 1 ? b.stride_bytes : 1;
+    const i128 d = static_cast<i128>(b.begin) - static_cast<i128>(a.begin);
+    const i128 k_min = floor_div(-b.row_bytes - d, s) + 1;
+    const i128 k_max = -floor_div(-(a.row_bytes - d), s) - 1;  // ceil((wa - d) / s) - 1
+    const i128 lo = k_min > -(a.rows - 1) ? k_min : -(a.rows - 1);
+    const i128 hi = k_max < b.rows - 1 ? k_max : b.rows - 1;
+    return lo <= hi ? Overlap::shared : Overlap::none;
   }
   // Different strides: merge the two sorted lists of rows.
   std::int64_t i = 0, j = 0;
@@ -345,10 +343,10 @@ void check_workspace(const Device& dev, const SoftmaxCall& c, const Workspace& w
   require(reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0, bad,
           [] { return std::string("workspace must be 16-byte aligned"); });
   check_pointer_on(dev, w.data, "workspace");
-  const Span ws = span_of(w.data, 1, needed, needed, 1, "workspace");
+  const Layout ws = layout_of(w.data, 1, needed, needed, 1, "workspace");
   const int elem = dtype_size(c.dtype);
   auto apart = [&](const void* p, std::int64_t stride, const char* name) {
-    require(!overlaps(ws, span_of(p, c.rows, c.cols, stride, elem, name)), bad,
+    require(overlap(ws, layout_of(p, c.rows, c.cols, stride, elem, name)) == Overlap::none, bad,
             [&] { return std::string("workspace overlaps ") + name; });
   };
   apart(c.x, c.x_stride, c.backward ? "y" : "x");

@@ -337,7 +337,7 @@ TEST_CASE("out of device memory for split_stream's workspace: a clear error, not
   CHECK(std::all_of(out.begin(), out.end(), [&](float v) { return std::fabs(v - want) <= 1e-6f * want; }));
 }
 
-TEST_CASE("split_stream with the caller's workspace: the same bits as duet's own; too small a one refused") {
+TEST_CASE("split_stream with the caller's workspace: the same bits as duet's own, and too small a one refused") {
   const Device dev = duet::testing::first_gpu();
   const std::int64_t rows = 5, cols = (std::int64_t(1) << 20) + 12;  // split_stream forward and backward
   const std::size_t elems = static_cast<std::size_t>(rows * cols), bytes = elems * 4;
@@ -388,7 +388,7 @@ TEST_CASE("split_stream with the caller's workspace: the same bits as duet's own
 
 // Needs two GPUs of one backend (e.g. nvidia-h200-x2); reported as skipped
 // otherwise.
-TEST_CASE("two devices: another device's pointer is refused; both run at once" *
+TEST_CASE("two devices: another device's pointer is refused, and both run at once" *
           doctest::skip(duet::testing::gpus_of_first_backend() < 2)) {
   const Device d0 = duet::testing::first_gpu();
   const Device d1 = device(d0.backend(), 1);
