@@ -139,5 +139,6 @@ duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });
 }
+duet_status_t duet_set_host_threads(int threads) { return guarded([&] { duet::set_host_threads(threads); }); }
 
 }  // extern "C"

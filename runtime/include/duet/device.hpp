@@ -90,4 +90,11 @@ class Stream {
 // Waits for all work on `stream` (nullptr: the whole device).
 void synchronize(const Device& dev, void* stream = nullptr);
 
+// Threads the host backend runs a call on: 0 = one per CPU (or the
+// DUET_HOST_THREADS environment variable), else 1..1024; invalid_argument
+// otherwise. host_threads() is the count in use (fewer if threads could not
+// be started).
+void set_host_threads(int threads);
+int host_threads();
+
 }  // namespace duet

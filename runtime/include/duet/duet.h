@@ -69,6 +69,8 @@ DUET_API duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtyp
                                                  int64_t dy_stride, void* dx, int64_t dx_stride, void* stream);
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
+/* Threads of the host backend: 0 = one per CPU (or DUET_HOST_THREADS). */
+DUET_API duet_status_t duet_set_host_threads(int threads);
 
 #ifdef __cplusplus
 }
