@@ -142,6 +142,28 @@ HWY_INLINE VF ExpFull(DF d, VF v) {
   return hn::IfThenElse(hn::IsNaN(v), v, e);
 }
 
+// exp(x) for x <= 0 (softmax's x - max; -inf gives 0): 2^n * 2^f with
+// t = x log2(e), n = round(t), |f| <= 1/2 and 2^f by its Taylor series to
+// degree 6 (relative error 1.2e-7). Rounding t costs |t| ulps relative: only
+// where exp(x) is below 2^-20 of the row's largest value, far inside the
+// tolerance. About half the work of Highway's full-range Exp.
+HWY_INLINE VF ExpNonPositive(DF d, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF t = hn::Max(hn::Mul(x, hn::Set(d, 1.44269504088896341f)), hn::Set(d, -127.0f));
+  const VF n = hn::Round(t);
+  const VF f = hn::Mul(hn::Sub(t, n), hn::Set(d, 0.693147180559945309f));  // 2^(t-n) = e^f
+  VF p = hn::Set(d, 1.0f / 720);
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 120));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 24));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 6));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  // 2^n from its exponent bits; n = -127 makes the bits 0, so the result 0.
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  return hn::Mul(p, scale);
+}
+
 // Forward first pass over n elements: chunk by chunk, the chunk's max (and
 // whether it holds a NaN), then its sum of exp(x - max) while it is in L1.
 // With `exps`, also keeps exp(x - chunk max) there and each chunk's max in
@@ -190,19 +212,19 @@ RowPartial ForwardPartial(const typename E::T* x, std::int64_t n, float* exps = 
     VF sum0 = hn::Zero(d), sum1 = sum0;
     float* e = exps ? exps + c : nullptr;
     for (i = 0; i + 2 * lanes <= len; i += 2 * lanes) {
-      const VF a = hn::Exp(d, hn::Sub(LoadFloats<E>(d, p + i), m));
-      const VF b = hn::Exp(d, hn::Sub(LoadFloats<E>(d, p + i + lanes), m));
+      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
+      const VF b = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i + lanes), m));
       if (e) hn::StoreU(a, d, e + i), hn::StoreU(b, d, e + i + lanes);
       sum0 = hn::Add(sum0, a);
       sum1 = hn::Add(sum1, b);
     }
     for (; i + lanes <= len; i += lanes) {
-      const VF a = hn::Exp(d, hn::Sub(LoadFloats<E>(d, p + i), m));
+      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
       if (e) hn::StoreU(a, d, e + i);
       sum0 = hn::Add(sum0, a);
     }
     if (tail > 0) {
-      const VF a = hn::Exp(d, hn::Sub(LoadTail<E>(d, p + i, tail, neg_inf), m));
+      const VF a = ExpNonPositive(d, hn::Sub(LoadTail<E>(d, p + i, tail, neg_inf), m));
       if (e) hn::StoreU(a, d, e + i);  // the scratch has a vector to spare
       sum0 = hn::Add(sum0, a);
     }
@@ -279,7 +301,7 @@ void ForwardWrite(const typename E::T* x, typename E::T* out, std::int64_t n, co
     WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Sub(hn::Sub(v, m), log_sum); }, stream);
   } else {
     const VF inv_sum = hn::Set(d, static_cast<float>(1.0 / row.sum));
-    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Mul(hn::Exp(d, hn::Sub(v, m)), inv_sum); }, stream);
+    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Mul(ExpNonPositive(d, hn::Sub(v, m)), inv_sum); }, stream);
   }
 }
 
