@@ -213,7 +213,19 @@ void* device_alloc(int ordinal, std::size_t bytes) {
 void device_free(int, void* p) noexcept { std::free(p); }
 void copy_to_device(int, void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 void copy_to_host(int, void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
-void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, void*) { std::memcpy(dst, src, bytes); }
+// Large copies run on the pool, a contiguous piece a task, so a copy is as
+// fast as the softmax's threads can move memory (duet-bench's ceiling).
+void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, void*) {
+  constexpr std::size_t kPiece = std::size_t(1) << 22;
+  std::unique_lock lock(g_pool_mutex, std::defer_lock);
+  if (bytes < 2 * kPiece || ThreadPool::on_worker_thread() || !lock.try_lock()) return void(std::memcpy(dst, src, bytes));
+  ThreadPool& pool = pool_locked();
+  const std::size_t piece = std::max(kPiece, (bytes / std::size_t(pool.threads()) + 63) / 64 * 64);
+  pool.run(static_cast<std::int64_t>((bytes + piece - 1) / piece), [&](std::int64_t t) {
+    const std::size_t begin = std::size_t(t) * piece;
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, std::min(piece, bytes - begin));
+  });
+}
 void fill_bytes(int, void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }
 void synchronize(int, void*) {}
 void* stream_create(int) { return nullptr; }
