@@ -464,7 +464,8 @@ std::string compiled_simd_targets() {
   for (int bit = 0; bit < 63; ++bit) {
     const std::int64_t target = std::int64_t(1) << bit;
     if ((HWY_TARGETS & target) == 0) continue;
-    names += (names.empty() ? "" : " ") + std::string(hwy::TargetName(target));
+    if (!names.empty()) names += ' ';
+    names += hwy::TargetName(target);
   }
   return names;
 }
