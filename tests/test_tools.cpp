@@ -104,14 +104,16 @@ TEST_CASE("a host property file is planned from the file (E)") {
   const Result text = deviceinfo("--props " + quoted(kHostFile) + " --plan 4x4096");
   INFO(text.out);
   REQUIRE(text.code == 0);
-  CHECK(has(text.out, "launch:"));
-  CHECK(has(text.out, "grid 4 x block"));
+  CHECK(has(text.out, "kernel:                      SIMD rows"));
+  CHECK(has(text.out, "tasks:                       1 of 4 rows"));
   const Result j = deviceinfo("--props " + quoted(kHostFile) + " --plan 4x4096 --json");
   REQUIRE(j.code == 0);
   const auto plan = json::parse(j.out)["plans"].at(0);
   CHECK(plan["noop"] == false);
   CHECK(plan["grid"] == 4);
   CHECK(plan["attributes_from"] == "host");
+  CHECK(plan["host"]["tasks"] == 1);
+  CHECK(plan["host"]["rows_per_task"] == 4);
 }
 
 TEST_CASE("deviceinfo refuses an impossible property file when it reads it (I/J)") {

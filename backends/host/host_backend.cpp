@@ -1,21 +1,27 @@
 // The CPU host backend: describes the machine and runs the same operations
-// on host memory with a pool of threads, so duet's API works with no GPU.
+// on host memory, with SIMD row kernels (host_kernels.hpp) on a persistent
+// pool of threads (thread_pool.hpp), so duet's API works with no GPU.
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cmath>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
-#include <type_traits>
-#include <chrono>
+#include <utility>
 #include <vector>
 
-#include <unistd.h>
-
-#include "duet/float16.hpp"
+#include "duet/device.hpp"
+#include "host/host_kernels.hpp"
+#include "host/thread_pool.hpp"
+#include "host/work_split.hpp"
 
 #define DUET_NS host
 #include "backend_api.hpp"
@@ -40,89 +46,82 @@ std::string cpu_model_name() {
   return "host CPU";
 }
 
-// Widest vector unit the compiler targets for this build.
-constexpr int simd_width_bytes() {
-#if defined(__AVX512F__)
-  return 64;
-#elif defined(__AVX__)
-  return 32;
+std::string machine_name() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
 #else
-  return 16;  // SSE2 / NEON baseline
+  return "host";
 #endif
 }
 
-template <class T> float load(const void* p, std::int64_t i);
-template <> float load<float>(const void* p, std::int64_t i) { return static_cast<const float*>(p)[i]; }
-template <> float load<std::uint16_t>(const void* p, std::int64_t i) {
-  return f16_to_float(static_cast<const std::uint16_t*>(p)[i]);
-}
-struct bf16_tag {};
-template <> float load<bf16_tag>(const void* p, std::int64_t i) {
-  return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]);
-}
-template <class T> void store(void* p, std::int64_t i, float v);
-template <> void store<float>(void* p, std::int64_t i, float v) { static_cast<float*>(p)[i] = v; }
-template <> void store<std::uint16_t>(void* p, std::int64_t i, float v) {
-  static_cast<std::uint16_t*>(p)[i] = float_to_f16(v);
-}
-template <> void store<bf16_tag>(void* p, std::int64_t i, float v) {
-  static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v);
+// Logical CPUs this process may run on (its affinity mask), else the
+// hardware's count.
+int usable_cpus() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// One row, float32 arithmetic, the same formulas as the device kernels.
-template <class T>
-void run_row(const SoftmaxArgs& a, bool backward, std::int64_t r, std::vector<float>& buf) {
-  constexpr std::int64_t kSize = std::is_same_v<T, float> ? 4 : 2;
-  const std::int64_t n = a.cols;
-  const void* x = static_cast<const char*>(a.x) + r * a.x_stride * kSize;
-  void* out = static_cast<char*>(a.out) + r * a.out_stride * kSize;
-  buf.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) buf[std::size_t(i)] = load<T>(x, i);  // in-place safe: read first
-  if (!backward) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (float v : buf) m = std::fmax(m, v);
-    // The host sums in double: a sequential float sum over a long row drifts
-    // (1e-4 relative at 70k elements), where the device's tree does not.
-    double sd = 0.0;
-    for (float v : buf) sd += std::exp(v - m);
-    const float s = static_cast<float>(sd);
-    const float log_s = static_cast<float>(std::log(sd));
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float v = buf[std::size_t(i)];
-      store<T>(out, i, a.log ? (v - m) - log_s : std::exp(v - m) / s);
-    }
-  } else {
-    const void* dy = static_cast<const char*>(a.dy) + r * a.dy_stride * kSize;
-    double sd = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float g = load<T>(dy, i);
-      sd += a.log ? g : double(g) * buf[std::size_t(i)];
-    }
-    const float s = static_cast<float>(sd);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float y = buf[std::size_t(i)];
-      const float g = load<T>(dy, i);
-      store<T>(out, i, a.log ? g - std::exp(y) * s : y * (g - s));
-    }
+// DUET_HOST_THREADS when it is a whole number in [1, kMaxHostThreads]
+// (anything else is ignored), else one thread per usable CPU.
+constexpr int kMaxHostThreads = 1024;
+int default_host_threads() {
+  if (const char* env = std::getenv("DUET_HOST_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= kMaxHostThreads) return static_cast<int>(n);
   }
+  return usable_cpus();
 }
 
-template <class T>
-void run_rows(const SoftmaxArgs& a, bool backward) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  // Below ~64k elements a thread costs more than it saves.
-  const std::int64_t work = a.rows * std::max<std::int64_t>(a.cols, 1);
-  const auto threads = static_cast<unsigned>(
-      std::clamp<std::int64_t>(work / 65536, 1, std::min<std::int64_t>(hw, a.rows)));
-  auto body = [&](unsigned t) {
-    std::vector<float> buf;
-    for (std::int64_t r = t; r < a.rows; r += threads) run_row<T>(a, backward, r, buf);
+// The one pool every call shares, made on first use and remade after
+// set_host_threads. Its mutex is held for a whole call: a call that finds it
+// taken (another application thread is running one) runs on its own thread
+// instead of adding threads.
+std::mutex g_pool_mutex;
+std::unique_ptr<ThreadPool> g_pool;
+int g_threads_setting = 0;  // 0: default_host_threads()
+
+ThreadPool& pool_locked() {
+  if (!g_pool) g_pool = std::make_unique<ThreadPool>(g_threads_setting > 0 ? g_threads_setting : default_host_threads());
+  return *g_pool;
+}
+
+// Outputs at least this large bypass the cache (non-temporal stores): they
+// would not stay there, and the stores spare a read for ownership.
+constexpr std::int64_t kStreamOutputBytes = std::int64_t(32) << 20;
+
+void run_split(ThreadPool* pool, const SoftmaxArgs& a, DType dtype, bool backward, const HostWorkSplit& split,
+               int elem_bytes) {
+  const bool stream = a.rows * a.cols * elem_bytes >= kStreamOutputBytes;
+  if (pool == nullptr || split.threads <= 1) return run_rows(a, dtype, backward, 0, a.rows, stream);
+  if (split.parts_per_row <= 1) {
+    return pool->run(split.tasks, [&](std::int64_t t) {
+      const std::int64_t begin = t * split.rows_per_task;
+      run_rows(a, dtype, backward, begin, std::min(a.rows, begin + split.rows_per_task), stream);
+    });
+  }
+  // Few wide rows: every range's partial, then every range written with its
+  // row's combined partial.
+  std::vector<RowPartial> partials(static_cast<std::size_t>(split.tasks));
+  auto range = [&](std::int64_t t) {
+    const std::int64_t begin = (t % split.parts_per_row) * split.part_elems;
+    return std::pair{begin, std::min(a.cols, begin + split.part_elems)};
   };
-  if (threads == 1) return body(0);
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(body, t);
-  for (auto& th : pool) th.join();
+  pool->run(split.tasks, [&](std::int64_t t) {
+    const auto [begin, end] = range(t);
+    partials[std::size_t(t)] = row_partial(a, dtype, backward, t / split.parts_per_row, begin, end);
+  });
+  pool->run(split.tasks, [&](std::int64_t t) {
+    const std::int64_t row = t / split.parts_per_row;
+    RowPartial whole = partials[std::size_t(row * split.parts_per_row)];
+    for (std::int64_t p = 1; p < split.parts_per_row; ++p)
+      whole = combine(whole, partials[std::size_t(row * split.parts_per_row + p)]);
+    const auto [begin, end] = range(t);
+    write_row_range(a, dtype, backward, row, begin, end, whole, stream);
+  });
 }
 
 void require_host_ordinal(int ordinal) {
@@ -136,15 +135,7 @@ int device_count() noexcept { return 1; }
 std::string no_device_reason() { return ""; }
 int runtime_version() noexcept { return 0; }
 int driver_version() noexcept { return 0; }
-std::string compiled_targets() {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#else
-  return "host";
-#endif
-}
+std::string compiled_targets() { return machine_name() + ": " + compiled_simd_targets(); }
 
 DeviceProps device_props(int ordinal) {
   require_host_ordinal(ordinal);
@@ -152,11 +143,12 @@ DeviceProps device_props(int ordinal) {
   d.name = cpu_model_name();
   d.vendor = Vendor::host;
   d.backend = BackendKind::host;
-  d.arch = compiled_targets();
-  d.family = "CPU";
-  d.sm_count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  d.simd_width_bytes = simd_width_bytes();
-  d.warp_size = d.simd_width_bytes / 4;  // float lanes of one vector register
+  d.arch = machine_name();
+  // The SIMD target the kernels run on, chosen at run time ("CPU AVX3").
+  d.family = "CPU " + simd_target_name();
+  d.sm_count = usable_cpus();
+  d.warp_size = simd_float_lanes();
+  d.simd_width_bytes = d.warp_size * 4;
   d.max_threads_per_block = 1;
   d.max_threads_per_sm = 1;
   d.max_blocks_per_sm = 1;
@@ -166,7 +158,7 @@ DeviceProps device_props(int ordinal) {
   d.l3_bytes = sysconf_or_zero(_SC_LEVEL3_CACHE_SIZE);
 #endif
   d.memory_bytes = static_cast<std::int64_t>(sysconf_or_zero(_SC_PHYS_PAGES)) * sysconf_or_zero(_SC_PAGE_SIZE);
-  d.source = "sysconf + /proc/cpuinfo";
+  d.source = "sysconf + /proc/cpuinfo + Highway run-time dispatch";
   return d;
 }
 
@@ -194,23 +186,46 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
                     void*) {
   require_host_ordinal(ordinal);
   const Variant& v = kCatalogue.at(static_cast<std::size_t>(variant));
-  switch (v.dtype) {
-    case DType::f32: return run_rows<float>(args, v.backward);
-    case DType::f16: return run_rows<std::uint16_t>(args, v.backward);
-    case DType::bf16: return run_rows<bf16_tag>(args, v.backward);
+  const int elem_bytes = v.dtype == DType::f32 ? 4 : 2;
+  try {
+    std::unique_lock lock(g_pool_mutex, std::defer_lock);
+    ThreadPool* pool = nullptr;
+    if (!ThreadPool::on_worker_thread() && lock.try_lock()) pool = &pool_locked();
+    const HostWorkSplit split =
+        host_work_split(args.rows, args.cols, elem_bytes, v.backward, pool ? pool->threads() : 1);
+    run_split(pool, args, v.dtype, v.backward, split, elem_bytes);
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::out_of_memory, "the host backend ran out of memory for a " + std::to_string(args.rows) + " x " +
+                                           std::to_string(args.cols) + " call");
   }
 }
 
 void* device_alloc(int ordinal, std::size_t bytes) {
   require_host_ordinal(ordinal);
+  auto failed = [&] { return Error(Status::out_of_memory, "host allocation of " + std::to_string(bytes) + " bytes failed"); };
+  // Rounded up to whole 64-byte lines; a size that wraps in the rounding
+  // cannot be had either.
+  if (bytes > std::numeric_limits<std::size_t>::max() - 63) throw failed();
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr && bytes != 0) throw Error(Status::out_of_memory, "host allocation of " + std::to_string(bytes) + " bytes failed");
+  if (p == nullptr && bytes != 0) throw failed();
   return p;
 }
 void device_free(int, void* p) noexcept { std::free(p); }
 void copy_to_device(int, void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 void copy_to_host(int, void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
-void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, void*) { std::memcpy(dst, src, bytes); }
+// Large copies run on the pool, a contiguous piece a task, so a copy is as
+// fast as the softmax's threads can move memory (duet-bench's ceiling).
+void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, void*) {
+  constexpr std::size_t kPiece = std::size_t(1) << 22;
+  std::unique_lock lock(g_pool_mutex, std::defer_lock);
+  if (bytes < 2 * kPiece || ThreadPool::on_worker_thread() || !lock.try_lock()) return void(std::memcpy(dst, src, bytes));
+  ThreadPool& pool = pool_locked();
+  const std::size_t piece = std::max(kPiece, (bytes / std::size_t(pool.threads()) + 63) / 64 * 64);
+  pool.run(static_cast<std::int64_t>((bytes + piece - 1) / piece), [&](std::int64_t t) {
+    const std::size_t begin = std::size_t(t) * piece;
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, std::min(piece, bytes - begin));
+  });
+}
 void fill_bytes(int, void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }
 void synchronize(int, void*) {}
 void* stream_create(int) { return nullptr; }
@@ -230,3 +245,24 @@ float event_elapsed_ms(int, void* start, void* stop) {
 }
 
 }  // namespace duet::host
+
+namespace duet {
+
+void set_host_threads(int threads) {
+  require(threads >= 0 && threads <= host::kMaxHostThreads, Status::invalid_argument,
+          "host threads " + std::to_string(threads) + " is out of range (0 = one per CPU, up to " +
+              std::to_string(host::kMaxHostThreads) + ")");
+  require(!host::ThreadPool::on_worker_thread(), Status::invalid_argument,
+          "set_host_threads cannot be called from a host worker thread");
+  std::lock_guard lock(host::g_pool_mutex);
+  host::g_pool.reset();  // the next call starts the new pool
+  host::g_threads_setting = threads;
+}
+
+int host_threads() {
+  if (host::ThreadPool::on_worker_thread()) return 1;
+  std::lock_guard lock(host::g_pool_mutex);
+  return host::pool_locked().threads();
+}
+
+}  // namespace duet

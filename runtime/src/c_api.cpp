@@ -192,5 +192,6 @@ duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_dtype_t dt
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });
 }
+duet_status_t duet_set_host_threads(int threads) { return guarded([&] { duet::set_host_threads(threads); }); }
 
 }  // extern "C"

@@ -191,8 +191,15 @@ int main(int argc, char** argv) {
       });
       copy_gbps = 2.0 * copy_bytes / (t.median_ms * 1e-3) / 1e9;
     }
-    std::printf("device %s: %s (%s), %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (read + write)\n", dev.label().c_str(),
-                duet::printable(props.name).c_str(), duet::printable(props.arch).c_str(), props.sm_count, props.l2_bytes / 1e6, copy_gbps);
+    if (dev.is_gpu())
+      std::printf("device %s: %s (%s), %d SMs, L2 %.0f MB; copy ceiling %.1f GB/s (read + write)\n",
+                  dev.label().c_str(), duet::printable(props.name).c_str(), duet::printable(props.arch).c_str(), props.sm_count, props.l2_bytes / 1e6,
+                  copy_gbps);
+    else
+      std::printf("device %s: %s (%s), %d cores, %d threads, L2 %.1f MB, L3 %.0f MB; memcpy ceiling %.1f GB/s "
+                  "(read + write, %d threads)\n",
+                  dev.label().c_str(), duet::printable(props.name).c_str(), props.family.c_str(), props.sm_count, duet::host_threads(),
+                  props.l2_bytes / 1e6, props.l3_bytes / 1e6, copy_gbps, duet::host_threads());
 
     // Host time of one call (checks, plan lookup, launch) on a 4 x 1024
     // float32 problem: what a caller's thread pays per launch, and what
@@ -294,7 +301,7 @@ int main(int argc, char** argv) {
           const Timing t = time_it(dev, warmup, repeats, sets, batch, launch);
           const double moved = double(bytes) * (bwd ? 3 : 2);
           const double gbps = moved / (t.median_ms * 1e-3) / 1e9;
-          std::printf("%-22s %-5s %9lld %9lld %-34s %9.4f %9.0f %6.3f\n", op_name.c_str(), dt_name.c_str(),
+          std::printf("%-22s %-5s %9lld %9lld %-34s %9.4f %9.2f %6.3f\n", op_name.c_str(), dt_name.c_str(),
                       static_cast<long long>(rows), static_cast<long long>(cols), variant.c_str(), t.median_ms, gbps,
                       gbps / copy_gbps);
           results.push_back({{"op", op_name}, {"dtype", dt_name}, {"rows", rows}, {"cols", cols}, {"variant", variant},

@@ -25,6 +25,7 @@
 #include "duet/props_json.hpp"
 #include "duet/softmax.hpp"
 #include "../tool_common.hpp"
+#include "host/work_split.hpp"
 
 namespace {
 
@@ -104,6 +105,7 @@ void print_props(int index, const Entry& e) {
     print_kv("runtime_version", version_string(d.runtime_version, d.backend));
   } else {
     print_kv("simd_width_bytes", std::to_string(d.simd_width_bytes));
+    if (e.live) print_kv("threads_in_use", std::to_string(duet::host_threads()));
     print_kv("l1d_bytes", bytes_string(d.l1d_bytes));
     print_kv("l2_bytes", bytes_string(d.l2_bytes));
     print_kv("l3_bytes", bytes_string(d.l3_bytes));
@@ -223,6 +225,14 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
       j["cluster"]["vendor_max_active_clusters"] =
           duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row);
   }
+  if (!e.props.is_gpu()) {
+    // The host runs SIMD rows on its thread pool: how this call is cut up.
+    const auto split = duet::host::host_work_split(req.rows, req.cols, duet::dtype_size(req.dtype), backward,
+                                                   e.live ? duet::host_threads() : e.props.sm_count);
+    j["host"] = {{"simd", e.props.family},         {"threads", split.threads},
+                 {"tasks", split.tasks},           {"rows_per_task", split.rows_per_task},
+                 {"parts_per_row", split.parts_per_row}, {"part_elems", split.part_elems}};
+  }
   if (e.live && e.live->is_gpu())
     j["vendor_occupancy"] = duet::live_occupancy(*e.live, p.variant, false, p.launch.threads_per_block,
                                                  p.launch.dynamic_smem_bytes);
@@ -235,6 +245,19 @@ void print_plan(const json& j) {
               j["backward"].get<bool>() ? " backward" : "");
   if (j["noop"].get<bool>()) {
     print_kv("launch", "none (" + j["why"].get<std::string>() + ")");
+    return;
+  }
+  if (j.contains("host")) {
+    const auto& h = j["host"];
+    print_kv("kernel", "SIMD rows (" + h["simd"].get<std::string>() + ")");
+    print_kv("threads", std::to_string(h["threads"].get<int>()));
+    if (h["parts_per_row"].get<long long>() > 1)
+      print_kv("tasks", std::to_string(h["tasks"].get<long long>()) + ": each row in " +
+                            std::to_string(h["parts_per_row"].get<long long>()) + " ranges of " +
+                            std::to_string(h["part_elems"].get<long long>()) + " elements, two phases");
+    else
+      print_kv("tasks", std::to_string(h["tasks"].get<long long>()) + " of " +
+                            std::to_string(h["rows_per_task"].get<long long>()) + " rows");
     return;
   }
   print_kv("variant", j["variant"].get<std::string>());

@@ -111,4 +111,11 @@ class DUET_API Event {
   void* handle_ = nullptr;
 };
 
+// Threads the host backend runs a call on: 0 = one per CPU (or the
+// DUET_HOST_THREADS environment variable), else 1..1024; invalid_argument
+// otherwise. host_threads() is the count in use (fewer if threads could not
+// be started).
+DUET_API void set_host_threads(int threads);
+DUET_API int host_threads();
+
 }  // namespace duet

@@ -104,6 +104,8 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
                                                     size_t workspace_bytes, void* stream);
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
+/* Threads of the host backend: 0 = one per CPU (or DUET_HOST_THREADS). */
+DUET_API duet_status_t duet_set_host_threads(int threads);
 
 /* duet's log messages (those DUET_LOG_LEVEL lets through: trace, debug,
  * info, warn, error, critical, off; default warn) go to stderr, or to

@@ -1,0 +1,478 @@
+// The host row kernels, once per SIMD target (Highway's foreach_target
+// re-includes this file for each), and their run-time dispatch.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "host/host_kernels.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "duet/float16.hpp"
+#include "host/host_kernels.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace duet::host::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Elements per chunk of the first pass: 8 KiB of f32, read twice from L1.
+constexpr std::int64_t kChunk = 2048;
+// Lanes of the widest vector any target has: the size of a tail's buffer.
+constexpr std::size_t kMaxFloatLanes = HWY_MAX_BYTES / sizeof(float);
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Storage types: float, IEEE half (f16) and bfloat16, as raw 16-bit words.
+struct F32 {
+  using T = float;
+};
+struct F16 {
+  using T = std::uint16_t;
+};
+struct BF16 {
+  using T = std::uint16_t;
+};
+
+// Targets without F16C (or NEON's conversions), where Highway's emulated
+// f16 conversions lose NaN (it becomes a finite value): f16 goes lane by
+// lane through duet's scalar conversions there.
+#undef DUET_EMULATED_F16
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2) || \
+    !(HWY_ARCH_X86 || HWY_ARCH_ARM)
+#define DUET_EMULATED_F16 1
+#else
+#define DUET_EMULATED_F16 0
+#endif
+
+template <class E>
+HWY_INLINE VF LoadFloats(DF d, const typename E::T* p) {
+  if constexpr (std::is_same_v<E, F32>) {
+    return hn::LoadU(d, p);
+  } else if constexpr (std::is_same_v<E, F16>) {
+#if DUET_EMULATED_F16
+    HWY_ALIGN float buf[kMaxFloatLanes];
+    for (std::size_t i = 0; i < hn::Lanes(d); ++i) buf[i] = f16_to_float(p[i]);
+    return hn::Load(d, buf);
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+#endif
+  } else {
+    // bf16 -> f32 is the 16 bits moved to the top of the word.
+    const hn::Rebind<std::uint16_t, DF> d16;
+    const hn::RebindToUnsigned<DF> du;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+  }
+}
+
+// `stream`: a non-temporal store to an aligned `p` (f32 only), for outputs
+// too large to stay in cache: it spares the read for ownership.
+template <class E>
+HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
+  if constexpr (std::is_same_v<E, F32>) {
+    if (stream)
+      hn::Stream(v, d, p);
+    else
+      hn::StoreU(v, d, p);
+  } else if constexpr (std::is_same_v<E, F16>) {
+#if DUET_EMULATED_F16
+    HWY_ALIGN float buf[kMaxFloatLanes];
+    hn::Store(v, d, buf);
+    for (std::size_t i = 0; i < hn::Lanes(d); ++i) p[i] = float_to_f16(buf[i]);
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+#endif
+  } else {
+    // Round to nearest even, as float_to_bf16 and the GPU do; NaN stays a
+    // (quiet) NaN.
+    const hn::RebindToUnsigned<DF> du;
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<std::uint16_t, DF> d16;
+    const auto bits = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(lsb, hn::Set(du, 0x7fffu))));
+    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u));
+    const auto word = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, word)), d16, p);
+  }
+}
+
+template <class E>
+float ToFloat(typename E::T v) {
+  if constexpr (std::is_same_v<E, F32>) return v;
+  else if constexpr (std::is_same_v<E, F16>) return f16_to_float(v);
+  else return bf16_to_float(v);
+}
+template <class E>
+typename E::T FromFloat(float v) {
+  if constexpr (std::is_same_v<E, F32>) return v;
+  else if constexpr (std::is_same_v<E, F16>) return float_to_f16(v);
+  else return float_to_bf16(v);
+}
+
+// The last `count` (< one vector) elements: loaded through a buffer padded
+// with `pad`, and stored back through one.
+template <class E>
+HWY_INLINE VF LoadTail(DF d, const typename E::T* p, std::int64_t count, float pad) {
+  HWY_ALIGN float buf[kMaxFloatLanes];
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) buf[i] = std::int64_t(i) < count ? ToFloat<E>(p[i]) : pad;
+  return hn::Load(d, buf);
+}
+template <class E>
+HWY_INLINE void StoreTail(DF d, VF v, typename E::T* p, std::int64_t count) {
+  HWY_ALIGN float buf[kMaxFloatLanes];
+  hn::Store(v, d, buf);
+  for (std::int64_t i = 0; i < count; ++i) p[i] = FromFloat<E>(buf[i]);
+}
+
+// exp with the edge cases of expf: NaN stays NaN and x > 88.72 is +inf
+// (Highway's Exp is exact only on its valid range, and gives 0 for NaN).
+HWY_INLINE VF ExpFull(DF d, VF v) {
+  const VF e = hn::IfThenElse(hn::Gt(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), hn::Exp(d, v));
+  return hn::IfThenElse(hn::IsNaN(v), v, e);
+}
+
+// exp(x) for x <= 0 (softmax's x - max; -inf gives 0): 2^n * 2^f with
+// t = x log2(e), n = round(t), |f| <= 1/2 and 2^f by its Taylor series to
+// degree 6 (relative error 1.2e-7). Rounding t costs |t| ulps relative: only
+// where exp(x) is below 2^-20 of the row's largest value, far inside the
+// tolerance. About half the work of Highway's full-range Exp.
+HWY_INLINE VF ExpNonPositive(DF d, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF t = hn::Max(hn::Mul(x, hn::Set(d, 1.44269504088896341f)), hn::Set(d, -127.0f));
+  const VF n = hn::Round(t);
+  const VF f = hn::Mul(hn::Sub(t, n), hn::Set(d, 0.693147180559945309f));  // 2^(t-n) = e^f
+  VF p = hn::Set(d, 1.0f / 720);
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 120));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 24));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 6));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  // 2^n from its exponent bits; n = -127 makes the bits 0, so the result 0.
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  return hn::Mul(p, scale);
+}
+
+// Forward first pass over n elements: chunk by chunk, the chunk's max (and
+// whether it holds a NaN), then its sum of exp(x - max) while it is in L1.
+// With `exps`, also keeps exp(x - chunk max) there and each chunk's max in
+// chunk_max, so the second pass scales instead of calling exp again.
+template <class E>
+RowPartial ForwardPartial(const typename E::T* x, std::int64_t n, float* exps = nullptr, float* chunk_max_out = nullptr) {
+  const DF d;
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const float neg_inf = -HUGE_VALF;
+  RowPartial acc;
+  for (std::int64_t c = 0; c < n; c += kChunk) {
+    const typename E::T* p = x + c;
+    const std::int64_t len = std::min(kChunk, n - c);
+    VF max0 = hn::Set(d, neg_inf), max1 = max0;
+    VF nan = hn::Zero(d);
+    std::int64_t i = 0;
+    for (; i + 2 * lanes <= len; i += 2 * lanes) {
+      const VF a = LoadFloats<E>(d, p + i), b = LoadFloats<E>(d, p + i + lanes);
+      max0 = hn::Max(max0, a);
+      max1 = hn::Max(max1, b);
+      nan = hn::Or(nan, hn::VecFromMask(d, hn::Or(hn::IsNaN(a), hn::IsNaN(b))));
+    }
+    for (; i + lanes <= len; i += lanes) {
+      const VF a = LoadFloats<E>(d, p + i);
+      max0 = hn::Max(max0, a);
+      nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
+    }
+    const std::int64_t tail = len - i;
+    if (tail > 0) {
+      const VF a = LoadTail<E>(d, p + i, tail, neg_inf);
+      max0 = hn::Max(max0, a);
+      nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
+    }
+    if (!hn::AllTrue(d, hn::Eq(nan, hn::Zero(d)))) {
+      acc.nan = true;  // the whole row is NaN: nothing more to learn
+      return acc;
+    }
+    const float chunk_max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(max0, max1)));
+    if (chunk_max_out) chunk_max_out[c / kChunk] = chunk_max;
+    if (chunk_max == neg_inf) continue;  // contributes nothing
+    if (chunk_max == HUGE_VALF) {
+      acc.max = HUGE_VALF;  // +inf makes the row NaN
+      return acc;
+    }
+    const VF m = hn::Set(d, chunk_max);
+    VF sum0 = hn::Zero(d), sum1 = sum0;
+    float* e = exps ? exps + c : nullptr;
+    for (i = 0; i + 2 * lanes <= len; i += 2 * lanes) {
+      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
+      const VF b = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i + lanes), m));
+      if (e) hn::StoreU(a, d, e + i), hn::StoreU(b, d, e + i + lanes);
+      sum0 = hn::Add(sum0, a);
+      sum1 = hn::Add(sum1, b);
+    }
+    for (; i + lanes <= len; i += lanes) {
+      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
+      if (e) hn::StoreU(a, d, e + i);
+      sum0 = hn::Add(sum0, a);
+    }
+    if (tail > 0) {
+      const VF a = ExpNonPositive(d, hn::Sub(LoadTail<E>(d, p + i, tail, neg_inf), m));
+      if (e) hn::StoreU(a, d, e + i);  // the scratch has a vector to spare
+      sum0 = hn::Add(sum0, a);
+    }
+    const float chunk_sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+    acc = combine(acc, RowPartial{chunk_max, double(chunk_sum), false});
+  }
+  return acc;
+}
+
+// Backward first pass: the sum of dy * y (softmax) or of dy (log_softmax),
+// float within 64 vectors, double across them. The terms cancel (dy has
+// either sign), so each float accumulator sees few of them whatever the
+// vector width: with one lane, 2048-element float runs missed the float64
+// reference by 1.2e-5 of a row's largest value.
+template <class E>
+RowPartial BackwardPartial(const typename E::T* y, const typename E::T* dy, std::int64_t n, bool log) {
+  const DF d;
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const std::int64_t chunk = 64 * lanes;
+  RowPartial acc;
+  acc.max = 0.0f;
+  for (std::int64_t c = 0; c < n; c += chunk) {
+    const std::int64_t len = std::min(chunk, n - c);
+    VF sum0 = hn::Zero(d), sum1 = sum0;
+    auto term = [&](VF yv, VF gv) { return log ? gv : hn::Mul(gv, yv); };
+    std::int64_t i = c;
+    for (; i + 2 * lanes <= c + len; i += 2 * lanes) {
+      sum0 = hn::Add(sum0, term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
+      sum1 = hn::Add(sum1, term(LoadFloats<E>(d, y + i + lanes), LoadFloats<E>(d, dy + i + lanes)));
+    }
+    for (; i + lanes <= c + len; i += lanes) sum0 = hn::Add(sum0, term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
+    const std::int64_t tail = c + len - i;
+    if (tail > 0) sum0 = hn::Add(sum0, term(LoadTail<E>(d, y + i, tail, 0.0f), LoadTail<E>(d, dy + i, tail, 0.0f)));
+    acc.sum += double(hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1))));
+  }
+  return acc;
+}
+
+// The second pass over n elements, `f` turning one vector of inputs (and of
+// dy, backward) into one of outputs. In place is safe: each vector is read
+// before the same positions are written.
+// `stream` asks for non-temporal stores, made where `out` is aligned.
+template <class E, class F>
+HWY_INLINE void WritePass(const typename E::T* x, const typename E::T* dy, typename E::T* out, std::int64_t n,
+                          const F& f, bool stream = false) {
+  const DF d;
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  std::int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    const VF a = LoadFloats<E>(d, x + i), b = LoadFloats<E>(d, x + i + lanes);
+    const VF ga = dy ? LoadFloats<E>(d, dy + i) : a, gb = dy ? LoadFloats<E>(d, dy + i + lanes) : b;
+    StoreFloats<E>(d, f(a, ga), out + i, stream);
+    StoreFloats<E>(d, f(b, gb), out + i + lanes, stream);
+  }
+  for (; i + lanes <= n; i += lanes) {
+    const VF a = LoadFloats<E>(d, x + i);
+    StoreFloats<E>(d, f(a, dy ? LoadFloats<E>(d, dy + i) : a), out + i, stream);
+  }
+  if (i < n) {
+    const VF a = LoadTail<E>(d, x + i, n - i, 0.0f);
+    StoreTail<E>(d, f(a, dy ? LoadTail<E>(d, dy + i, n - i, 0.0f) : a), out + i, n - i);
+  }
+}
+
+template <class E>
+void ForwardWrite(const typename E::T* x, typename E::T* out, std::int64_t n, const RowPartial& row, bool log,
+                  bool stream) {
+  const DF d;
+  // NaN anywhere, +inf (inf - inf) or a row all -inf: the row is NaN.
+  if (row.nan || !std::isfinite(row.max)) {
+    const VF nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+    return WritePass<E>(x, nullptr, out, n, [&](VF, VF) { return nan; }, stream);
+  }
+  const VF m = hn::Set(d, row.max);
+  if (log) {
+    const VF log_sum = hn::Set(d, static_cast<float>(std::log(row.sum)));
+    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Sub(hn::Sub(v, m), log_sum); }, stream);
+  } else {
+    const VF inv_sum = hn::Set(d, static_cast<float>(1.0 / row.sum));
+    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Mul(ExpNonPositive(d, hn::Sub(v, m)), inv_sum); }, stream);
+  }
+}
+
+// Rows up to this long keep their exps in a per-thread scratch (256 KiB of
+// floats, within L2), so softmax calls exp once an element.
+constexpr std::int64_t kScratchElems = 65536;
+
+// out = src * scale over n floats of the scratch.
+template <class E>
+void ScalePass(const float* src, typename E::T* out, std::int64_t n, VF scale, bool stream) {
+  const DF d;
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream);
+  if (i < n) StoreTail<E>(d, hn::Mul(LoadTail<F32>(d, src + i, n - i, 0.0f), scale), out + i, n - i);
+}
+
+// A whole softmax row through the scratch: exps kept by the first pass,
+// each chunk scaled by exp(chunk max - row max) / sum by the second.
+template <class E>
+void ForwardRowScaled(const typename E::T* x, typename E::T* out, std::int64_t n, float* exps, bool stream) {
+  float chunk_max[kScratchElems / kChunk];
+  const RowPartial row = ForwardPartial<E>(x, n, exps, chunk_max);
+  if (row.nan || !std::isfinite(row.max)) return ForwardWrite<E>(x, out, n, row, false, stream);
+  const DF d;
+  for (std::int64_t c = 0; c < n; c += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - c);
+    const float m = chunk_max[c / kChunk];
+    // A chunk all -inf kept no exps: its outputs are 0.
+    const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(std::exp(double(m) - row.max) / row.sum));
+    if (m == -HUGE_VALF) std::fill(exps + c, exps + c + len, 0.0f);
+    ScalePass<E>(exps + c, out + c, len, scale, stream);
+  }
+}
+
+template <class E>
+void BackwardWrite(const typename E::T* y, const typename E::T* dy, typename E::T* out, std::int64_t n,
+                   const RowPartial& row, bool log, bool stream) {
+  const DF d;
+  const VF s = hn::Set(d, static_cast<float>(row.sum));
+  if (log)
+    WritePass<E>(y, dy, out, n, [&](VF yv, VF gv) { return hn::NegMulAdd(ExpFull(d, yv), s, gv); }, stream);
+  else
+    WritePass<E>(y, dy, out, n, [&](VF yv, VF gv) { return hn::Mul(yv, hn::Sub(gv, s)); }, stream);
+}
+
+// Typed pointers to one row's elements from `begin` on.
+template <class E>
+struct RowPointers {
+  const typename E::T* x;
+  const typename E::T* dy;
+  typename E::T* out;
+};
+template <class E>
+RowPointers<E> row_pointers(const SoftmaxArgs& a, std::int64_t row, std::int64_t begin) {
+  using T = typename E::T;
+  return {static_cast<const T*>(a.x) + row * a.x_stride + begin,
+          a.dy ? static_cast<const T*>(a.dy) + row * a.dy_stride + begin : nullptr,
+          static_cast<T*>(a.out) + row * a.out_stride + begin};
+}
+
+template <class E>
+RowPartial PartialOf(const SoftmaxArgs& a, bool backward, std::int64_t row, std::int64_t begin, std::int64_t end) {
+  const auto p = row_pointers<E>(a, row, begin);
+  return backward ? BackwardPartial<E>(p.x, p.dy, end - begin, a.log != 0) : ForwardPartial<E>(p.x, end - begin);
+}
+template <class E>
+void WriteOf(const SoftmaxArgs& a, bool backward, std::int64_t row, std::int64_t begin, std::int64_t end,
+             const RowPartial& whole, bool stream) {
+  const auto p = row_pointers<E>(a, row, begin);
+  if (backward)
+    BackwardWrite<E>(p.x, p.dy, p.out, end - begin, whole, a.log != 0, stream);
+  else
+    ForwardWrite<E>(p.x, p.out, end - begin, whole, a.log != 0, stream);
+}
+template <class E>
+void Rows(const SoftmaxArgs& a, bool backward, std::int64_t row_begin, std::int64_t row_end, bool stream) {
+  if (!backward && !a.log && a.cols <= kScratchElems) {
+    float* exps = thread_scratch(std::size_t(kScratchElems) + kMaxFloatLanes);
+    for (std::int64_t r = row_begin; r < row_end; ++r) {
+      const auto p = row_pointers<E>(a, r, 0);
+      ForwardRowScaled<E>(p.x, p.out, a.cols, exps, stream);
+    }
+  } else {
+    for (std::int64_t r = row_begin; r < row_end; ++r)
+      WriteOf<E>(a, backward, r, 0, a.cols, PartialOf<E>(a, backward, r, 0, a.cols), stream);
+  }
+  if (stream) hwy::FlushStream();
+}
+
+// The dispatched entry points: `f` called with the storage type's tag.
+template <class F>
+decltype(auto) WithElement(DType dtype, const F& f) {
+  switch (dtype) {
+    case DType::f16: return f(F16{});
+    case DType::bf16: return f(BF16{});
+    default: return f(F32{});
+  }
+}
+
+void RunRowsAny(const SoftmaxArgs& a, DType dtype, bool backward, std::int64_t row_begin, std::int64_t row_end,
+                bool stream) {
+  WithElement(dtype, [&](auto e) { Rows<decltype(e)>(a, backward, row_begin, row_end, stream); });
+}
+RowPartial PartialAny(const SoftmaxArgs& a, DType dtype, bool backward, std::int64_t row, std::int64_t begin,
+                      std::int64_t end) {
+  return WithElement(dtype, [&](auto e) { return PartialOf<decltype(e)>(a, backward, row, begin, end); });
+}
+void WriteAny(const SoftmaxArgs& a, DType dtype, bool backward, std::int64_t row, std::int64_t begin, std::int64_t end,
+              const RowPartial& whole, bool stream) {
+  WithElement(dtype, [&](auto e) {
+    WriteOf<decltype(e)>(a, backward, row, begin, end, whole, stream);
+    if (stream) hwy::FlushStream();
+  });
+}
+
+std::int64_t CurrentTarget() { return HWY_TARGET; }
+int FloatLanes() { return static_cast<int>(hn::Lanes(DF())); }
+
+}  // namespace duet::host::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace duet::host {
+
+HWY_EXPORT(RunRowsAny);
+HWY_EXPORT(PartialAny);
+HWY_EXPORT(WriteAny);
+HWY_EXPORT(CurrentTarget);
+HWY_EXPORT(FloatLanes);
+
+void run_rows(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row_begin, std::int64_t row_end,
+              bool stream) {
+  HWY_DYNAMIC_DISPATCH(RunRowsAny)(args, dtype, backward, row_begin, row_end, stream);
+}
+RowPartial row_partial(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row, std::int64_t begin,
+                       std::int64_t end) {
+  return HWY_DYNAMIC_DISPATCH(PartialAny)(args, dtype, backward, row, begin, end);
+}
+void write_row_range(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row, std::int64_t begin,
+                     std::int64_t end, const RowPartial& whole_row, bool stream) {
+  HWY_DYNAMIC_DISPATCH(WriteAny)(args, dtype, backward, row, begin, end, whole_row, stream);
+}
+
+RowPartial combine(const RowPartial& a, const RowPartial& b) {
+  RowPartial r;
+  r.nan = a.nan || b.nan;
+  if (b.max == -HUGE_VALF) return RowPartial{a.max, a.sum, r.nan};
+  if (a.max == -HUGE_VALF) return RowPartial{b.max, b.sum, r.nan};
+  r.max = std::max(a.max, b.max);
+  r.sum = a.sum * std::exp(double(a.max) - r.max) + b.sum * std::exp(double(b.max) - r.max);
+  return r;
+}
+
+std::string simd_target_name() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
+int simd_float_lanes() { return HWY_DYNAMIC_DISPATCH(FloatLanes)(); }
+std::string compiled_simd_targets() {
+  std::string names;
+  for (int bit = 0; bit < 63; ++bit) {
+    const std::int64_t target = std::int64_t(1) << bit;
+    if ((HWY_TARGETS & target) == 0) continue;
+    if (!names.empty()) names += ' ';
+    names += hwy::TargetName(target);
+  }
+  return names;
+}
+
+}  // namespace duet::host
+#endif  // HWY_ONCE
