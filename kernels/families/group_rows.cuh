@@ -1,0 +1,93 @@
+// group_rows: rows of up to a warp's registers, several rows a warp.
+//
+// THREADS_PER_ROW threads (1..32, a power of two) own a row; each keeps
+// VECS_PER_THREAD packs of PACK elements in registers, so a row of up to
+// THREADS_PER_ROW * VECS_PER_THREAD * PACK elements is read and written
+// exactly once. Reductions are shuffles within the group, no barrier. Each
+// group takes ROWS_PER_STEP rows per step and issues all their loads before
+// the first reduction, so every thread has several packs in flight
+// (kGroupShapes and kGroupRowsInFlight in softmax_variants.hpp).
+// Grid: blocks of kGroupRowsBlock threads, one per kGroupRowsBlock /
+// THREADS_PER_ROW * ROWS_PER_STEP rows, up to the planner's waves
+// (runtime/src/planner.cpp, grid_for); no workspace.
+#pragma once
+
+#include "common/reduce.cuh"
+#include "common/row_fragment.cuh"
+
+namespace duet::DUET_NS::kernels {
+
+template <class T, int PACK, int THREADS_PER_ROW, int VECS_PER_THREAD, int ROWS_PER_STEP, bool BACKWARD>
+__global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs a) {
+  using P = Pack<T, PACK>;
+  constexpr int kGroups = kGroupRowsBlock / THREADS_PER_ROW;  // groups in a block
+  constexpr int kRowsPerBlock = kGroups * ROWS_PER_STEP;
+  const int lane = threadIdx.x % THREADS_PER_ROW;
+  const int group = threadIdx.x / THREADS_PER_ROW;
+  const std::int64_t packs = a.cols / PACK;
+  // The loop bound is uniform across the block, so whole warps stay
+  // converged for the shuffles even when the last rows run out.
+  for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < a.rows;
+       base += std::int64_t(gridDim.x) * kRowsPerBlock) {
+    P x[ROWS_PER_STEP][VECS_PER_THREAD];
+    P g[ROWS_PER_STEP][BACKWARD ? VECS_PER_THREAD : 1];
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_STEP; ++r) {
+      const std::int64_t row = base + std::int64_t(r) * kGroups + group;
+      const bool row_ok = row < a.rows;
+      // Written out rather than through load_strided: passing x[r] as an
+      // array reference costs 2-8 registers here (ptxas -v, sm_90).
+      const P* xr = row_ptr<T, PACK>(a.x, row_ok ? row : 0, a.x_stride);
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j) {
+        const std::int64_t vi = std::int64_t(j) * THREADS_PER_ROW + lane;
+        if (row_ok && vi < packs) {
+          x[r][j] = xr[vi];
+          if constexpr (BACKWARD) g[r][j] = row_ptr<T, PACK>(a.dy, row, a.dy_stride)[vi];
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_STEP; ++r) {
+      const std::int64_t row = base + std::int64_t(r) * kGroups + group;
+      const bool row_ok = row < a.rows;
+      P* orow = row_ptr<T, PACK>(a.out, row_ok ? row : 0, a.out_stride);
+      // valid stays a lambda of its own, not forced inline: the short-circuit
+      // test written out in the loop is unswitched into other code.
+      auto valid = [&](int j) { return row_ok && std::int64_t(j) * THREADS_PER_ROW + lane < packs; };
+      if constexpr (!BACKWARD) {
+        const auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
+#pragma unroll
+          for (int j = 0; j < VECS_PER_THREAD; ++j)
+            if (valid(j))
+              visit(x[r][j], x[r][j],
+                    [&](const P& o) DUET_INLINE_LAMBDA { orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o; });
+        };
+        const auto reduce = [](float v, auto op, int) DUET_INLINE_LAMBDA { return group_reduce<THREADS_PER_ROW>(v, op); };
+        forward_fragment<T, PACK>(slice, reduce, a.log);
+      } else {
+        // Written out: through backward_fragment, the shapes with one pack a
+        // thread or 8 x 16-bit packs compile to other code (up to 12 more
+        // registers, ptxas -v, sm_90).
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VECS_PER_THREAD; ++j)
+          if (valid(j))
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), a.log);
+        s = group_reduce<THREADS_PER_ROW>(s, SumOp{});
+#pragma unroll
+        for (int j = 0; j < VECS_PER_THREAD; ++j)
+          if (valid(j)) {
+            P o;
+#pragma unroll
+            for (int e = 0; e < PACK; ++e)
+              o.v[e] = from_float<T>(backward_value(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), s, a.log));
+            orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o;
+          }
+      }
+    }
+  }
+}
+
+}  // namespace duet::DUET_NS::kernels
