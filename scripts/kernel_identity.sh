@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks that two revisions compile the GPU kernels to the same machine code.
 #
-#   scripts/kernel_identity.sh BASE [NEW]     (NEW defaults to HEAD; "." is the checkout as it is)
+#   scripts/kernel_identity.sh BASE [NEW]
+# BASE and NEW are git revisions or directories holding a source tree
+# ("." is the checkout as it is); NEW defaults to HEAD.
 #
 # Each revision's kernels/softmax_launch.cu is compiled for one NVIDIA target
 # (ARCH, default 90) with the flags of cmake/DuetResourceReports.cmake, whose
@@ -19,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  echo "usage: $0 BASE [NEW]   (git revisions; '.' is the working tree)" >&2
+  echo "usage: $0 BASE [NEW]   (git revisions or source directories; '.' is the working tree)" >&2
   exit 2
 fi
 base_rev=$1
@@ -32,13 +34,13 @@ work=${WORK:-$(mktemp -d /tmp/duet_kernel_identity.XXXXXX)}
 mkdir -p "$work"
 echo "work files: $work"
 
-# Exports a revision's tree (or links the checkout for ".") to $work/$2/src.
+# Exports a revision's tree (or links a directory) to $work/$2/src.
 export_tree() {
   local rev=$1 dest=$work/$2
   rm -rf "$dest"
   mkdir -p "$dest"
-  if [ "$rev" = "." ]; then
-    ln -s "$(pwd)" "$dest/src"
+  if [ -d "$rev" ]; then
+    ln -s "$(cd "$rev" && pwd)" "$dest/src"
   else
     mkdir -p "$dest/src"
     git archive "$rev" | tar -x -C "$dest/src"
@@ -63,15 +65,17 @@ compile() {
 }
 
 # A revision already compiled under the same WORK (same commit, ARCH, nvcc)
-# is reused; the checkout (".") is always compiled again.
+# is reused; a directory is always compiled again.
 build() {
   local rev=$1 side=$2 id
-  id="$(git rev-parse "$rev^{tree}" 2>/dev/null || echo .) sm_$arch $("$nvcc" --version | tail -1)"
-  if [ "$rev" != "." ] && [ -f "$work/$side/id" ] && [ "$(cat "$work/$side/id")" = "$id" ]; then
+  local tree=.
+  [ -d "$rev" ] || tree=$(git rev-parse "$rev^{tree}")
+  id="$tree sm_$arch $("$nvcc" --version | tail -1)"
+  if [ "$tree" != "." ] && [ -f "$work/$side/id" ] && [ "$(cat "$work/$side/id")" = "$id" ]; then
     echo "reusing the build of $rev for sm_$arch"
     return
   fi
-  if [ "$side" = new ] && [ "$rev" != "." ] && [ "$(cat "$work/base/id")" = "$id" ]; then
+  if [ "$side" = new ] && [ "$tree" != "." ] && [ "$(cat "$work/base/id")" = "$id" ]; then
     rm -rf "$work/new" && cp -r "$work/base" "$work/new"
     return
   fi

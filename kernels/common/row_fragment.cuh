@@ -1,5 +1,5 @@
 // The per-thread fragment of a row: what one thread does with the packs of
-// a row it holds, written once for every kernel family.
+// a row it holds, written once here for the kernel families.
 //
 // A slice is a callable: slice(visit) calls visit(x, dy, store) for each
 // pack the thread holds, in order, skipping those past the row's end:
@@ -7,22 +7,25 @@
 //   dy     backward: the upstream gradient's pack; forward: x again (unused);
 //   store  store(o) writes the result pack o where x's result goes.
 // Each family builds its slices from its own registers, shared memory and
-// addressing.
+// addressing. The forward fragment is max -> reduce -> sum of exp(x - max)
+// -> reduce -> write (forward_fragment: group_rows, block_row; its steps
+// alone: cluster_row, split_stream); the backward one is sum(dy y) (log:
+// sum(dy)) -> reduce -> write.
 //
-// The slices, the visitors and everything they call are inlined before
-// anything is optimised (force-inlined functions; lambdas marked
-// DUET_INLINE_LAMBDA), and taken by reference, so the kernel is optimised as
-// if its loops were written out in it: a lambda left to the ordinary inliner
-// is optimised on its own first, and a closure copied by value lingers in
-// memory, and either comes out as other machine code (up to 12 more
-// registers in group_rows backward, ptxas -v, sm_90).
+// The code must compile exactly as the loops written out in the kernel
+// (scripts/kernel_identity.sh checks it), which rules the forms here:
+// slices, visitors and what they call are inlined before anything is
+// optimised (force-inlined functions; lambdas marked DUET_INLINE_LAMBDA) and
+// taken by reference (a closure copied by value lingers in memory); `log` is
+// a reference to a.log, read where it is used. The backward fragment through
+// visitors still compiles to other code in group_rows and block_row (up to
+// 12 more registers, ptxas -v, sm_90): there packs_backward_sum and
+// packs_write_backward, loops in the function itself over packs named by
+// index, take its place.
 //
-// The forward fragment is max -> reduce -> sum of exp(x - max) -> reduce ->
-// write; the backward one is sum(dy y) (log: sum(dy)) -> reduce -> write.
 // `reduce(v, op, step)` combines v over the row's threads (a group, a block
 // or a cluster); step counts the reductions of the row (0, 1), for callers
-// that alternate scratch buffers. `log` is a reference to a.log, read where
-// it is used, as the kernels did when they were written out.
+// that alternate scratch buffers.
 #pragma once
 
 #include <cstdint>
@@ -112,19 +115,31 @@ __device__ __forceinline__ void forward_fragment(const Slice& slice, const Reduc
   write_forward<T>(slice, row_scale(m, s), log);
 }
 
-// The same, backward: one reduction, then the write.
-template <class T, int PACK, class Slice, class Reduce>
-__device__ __forceinline__ void backward_fragment(const Slice& slice, const Reduce& reduce, const int& log) {
-  write_backward<T>(slice, reduce(slice_backward_sum<T, PACK>(0.0f, slice, log), SumOp{}, 0), log);
+// The backward fragment's two loops over COUNT packs held in registers,
+// through accessors by index: y(j), dy(j), store(j, o), present when
+// valid(j) (group_rows, block_row: see above).
+template <class T, int PACK, int COUNT, class Valid, class Y, class Dy>
+__device__ __forceinline__ float packs_backward_sum(float s, const Valid& valid, const Y& y, const Dy& dy,
+                                                    const int& log) {
+#pragma unroll
+  for (int j = 0; j < COUNT; ++j)
+    if (valid(j))
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) s += backward_term(to_float(y(j).v[e]), to_float(dy(j).v[e]), log);
+  return s;
 }
-
-// The fragment of either direction.
-template <class T, int PACK, bool BACKWARD, class Slice, class Reduce>
-__device__ __forceinline__ void row_fragment(const Slice& slice, const Reduce& reduce, const int& log) {
-  if constexpr (BACKWARD)
-    backward_fragment<T, PACK>(slice, reduce, log);
-  else
-    forward_fragment<T, PACK>(slice, reduce, log);
+template <class T, int PACK, int COUNT, class Valid, class Y, class Dy, class Store>
+__device__ __forceinline__ void packs_write_backward(const Valid& valid, const Y& y, const Dy& dy, const Store& store,
+                                                     float sum, const int& log) {
+#pragma unroll
+  for (int j = 0; j < COUNT; ++j)
+    if (valid(j)) {
+      Pack<T, PACK> o;
+#pragma unroll
+      for (int e = 0; e < PACK; ++e)
+        o.v[e] = from_float<T>(backward_value(to_float(y(j).v[e]), to_float(dy(j).v[e]), sum, log));
+      store(j, o);
+    }
 }
 
 // The pack a slice passes as dy: g's for backward, x's own for forward.

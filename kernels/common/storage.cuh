@@ -126,19 +126,18 @@ __device__ __forceinline__ V* row_ptr(void* base, std::int64_t row, std::int64_t
 
 // Loads and stores of packs; the 16-byte ones with cache hints where asked
 // (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in vendor.h).
-template <class V>
-__device__ __forceinline__ V load_keep(const V* p) {
-  if constexpr (std::is_same_v<V, DUET_RAW16>)
+enum class LoadHint {
+  keep,      // read again later: keep the line in L2 until then
+  last_use,  // the last read: evict first
+};
+template <LoadHint HINT, class V>
+__device__ __forceinline__ V load_hinted(const V* p) {
+  if constexpr (!std::is_same_v<V, DUET_RAW16>)
+    return *p;
+  else if constexpr (HINT == LoadHint::keep)
     return DUET_LOAD_KEEP(p);
   else
-    return *p;
-}
-template <class V>
-__device__ __forceinline__ V load_last_use(const V* p) {
-  if constexpr (std::is_same_v<V, DUET_RAW16>)
     return DUET_LOAD_LAST_USE(p);
-  else
-    return *p;
 }
 template <class V>
 __device__ __forceinline__ void store_streaming(V* p, const V& v) {

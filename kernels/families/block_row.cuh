@@ -76,14 +76,13 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
           slice, [&](float v, auto op, int step) DUET_INLINE_LAMBDA { return block_reduce(v, scratch[step], op); },
           a.log);
     } else {
-      // Written out: through backward_fragment, block_row_smem compiles to
-      // other code (ptxas -v, sm_90).
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < VECS_PER_THREAD; ++j)
-        if (reg_valid(j))
-#pragma unroll
-          for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
+      // The register part through packs_*, the shared-memory part written
+      // out: through slice visitors, block_row_smem backward compiles to
+      // other code (ptxas -v, sm_90; common/row_fragment.cuh).
+      const auto y_at = [&](int j) -> const P& { return x[j]; };
+      const auto dy_at = [&](int j) -> const P& { return g[j]; };
+      const auto store = [&](int j, const P& o) { orow[std::int64_t(j) * nt + tid] = o; };
+      float s = packs_backward_sum<T, PACK, VECS_PER_THREAD>(0.0f, reg_valid, y_at, dy_at, a.log);
       for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
         const P p = smem_x[std::int64_t(k) * nt + tid];
         const P q = smem_g[std::int64_t(k) * nt + tid];
@@ -92,15 +91,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
       }
       // One reduction a row, so the buffers alternate across rows.
       s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
-#pragma unroll
-      for (int j = 0; j < VECS_PER_THREAD; ++j)
-        if (reg_valid(j)) {
-          P o;
-#pragma unroll
-          for (int e = 0; e < PACK; ++e)
-            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
-          orow[std::int64_t(j) * nt + tid] = o;
-        }
+      packs_write_backward<T, PACK, VECS_PER_THREAD>(reg_valid, y_at, dy_at, store, s, a.log);
       for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
         const P p = smem_x[std::int64_t(k) * nt + tid];
         const P q = smem_g[std::int64_t(k) * nt + tid];

@@ -52,8 +52,6 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
       const std::int64_t row = base + std::int64_t(r) * kGroups + group;
       const bool row_ok = row < a.rows;
       P* orow = row_ptr<T, PACK>(a.out, row_ok ? row : 0, a.out_stride);
-      // valid stays a lambda of its own, not forced inline: the short-circuit
-      // test written out in the loop is unswitched into other code.
       auto valid = [&](int j) { return row_ok && std::int64_t(j) * THREADS_PER_ROW + lane < packs; };
       if constexpr (!BACKWARD) {
         const auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
@@ -66,25 +64,12 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
         const auto reduce = [](float v, auto op, int) DUET_INLINE_LAMBDA { return group_reduce<THREADS_PER_ROW>(v, op); };
         forward_fragment<T, PACK>(slice, reduce, a.log);
       } else {
-        // Written out: through backward_fragment, the shapes with one pack a
-        // thread or 8 x 16-bit packs compile to other code (up to 12 more
-        // registers, ptxas -v, sm_90).
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < VECS_PER_THREAD; ++j)
-          if (valid(j))
-#pragma unroll
-            for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), a.log);
-        s = group_reduce<THREADS_PER_ROW>(s, SumOp{});
-#pragma unroll
-        for (int j = 0; j < VECS_PER_THREAD; ++j)
-          if (valid(j)) {
-            P o;
-#pragma unroll
-            for (int e = 0; e < PACK; ++e)
-              o.v[e] = from_float<T>(backward_value(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), s, a.log));
-            orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o;
-          }
+        const auto y_at = [&](int j) -> const P& { return x[r][j]; };
+        const auto dy_at = [&](int j) -> const P& { return g[r][j]; };
+        const auto store = [&](int j, const P& o) { orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o; };
+        const float s = group_reduce<THREADS_PER_ROW>(
+            packs_backward_sum<T, PACK, VECS_PER_THREAD>(0.0f, valid, y_at, dy_at, a.log), SumOp{});
+        packs_write_backward<T, PACK, VECS_PER_THREAD>(valid, y_at, dy_at, store, s, a.log);
       }
     }
   }

@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
       P x[VECS_IN_FLIGHT];
       P g[BACKWARD ? VECS_IN_FLIGHT : 1];
       load_strided<VECS_IN_FLIGHT, BACKWARD>(xr, gr, v0, blockDim.x, end, x, g);
-      // Written out: through write_backward, float16 backward converts its
-      // values fewer times and compiles to other code (ptxas -v, sm_90).
+      // Written out: through slice visitors, float16 backward compiles to
+      // other code (ptxas -v, sm_90; common/row_fragment.cuh).
 #pragma unroll
       for (int k = 0; k < VECS_IN_FLIGHT; ++k) {
         const std::int64_t vi = v0 + std::int64_t(k) * blockDim.x;

@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
 #pragma unroll
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (valid(j)) {
-          x[j] = load_keep(xr + first + j * nt);
-          if constexpr (BACKWARD) g[j] = load_keep(gr + first + j * nt);
+          x[j] = load_hinted<LoadHint::keep>(xr + first + j * nt);
+          if constexpr (BACKWARD) g[j] = load_hinted<LoadHint::keep>(gr + first + j * nt);
         }
       float m = kNegInf;
       float s = 0.0f;
@@ -154,8 +154,8 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
 #pragma unroll
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (valid(j)) {
-          x[j] = load_last_use(xr + first + j * nt);
-          if constexpr (BACKWARD) g[j] = load_last_use(gr + first + j * nt);
+          x[j] = load_hinted<LoadHint::last_use>(xr + first + j * nt);
+          if constexpr (BACKWARD) g[j] = load_hinted<LoadHint::last_use>(gr + first + j * nt);
         }
       if (tid < W) {
         // Every lane of the first warp waits for the row's result itself,
