@@ -1,31 +1,27 @@
 // The per-thread fragment of a row: what one thread does with the packs of
-// a row it holds, written once here for the kernel families.
+// a row it holds.
 //
 // A slice is a callable: slice(visit) calls visit(x, dy, store) for each
 // pack the thread holds, in order, skipping those past the row's end:
 //   x      the input pack (backward: y), Pack or PackWords;
 //   dy     backward: the upstream gradient's pack; forward: x again (unused);
 //   store  store(o) writes the result pack o where x's result goes.
-// Each family builds its slices from its own registers, shared memory and
-// addressing. The forward fragment is max -> reduce -> sum of exp(x - max)
-// -> reduce -> write (forward_fragment: group_rows, block_row; its steps
-// alone: cluster_row, split_stream); the backward one is sum(dy y) (log:
-// sum(dy)) -> reduce -> write.
+// Each family builds its slice from its own registers and addressing, then
+// runs the fragment's steps: forward max -> reduce -> sum of exp(x - max) ->
+// reduce -> write, backward sum(dy y) (log: sum(dy)) -> reduce -> write,
+// or the online pair of split_stream's first pass. cluster_row and
+// split_stream use them.
 //
-// The code must compile exactly as the loops written out in the kernel
-// (scripts/kernel_identity.sh checks it), which rules the forms here:
-// slices, visitors and what they call are inlined before anything is
-// optimised (force-inlined functions; lambdas marked DUET_INLINE_LAMBDA) and
-// taken by reference (a closure copied by value lingers in memory); `log` is
-// a reference to a.log, read where it is used. The backward fragment through
-// visitors still compiles to other code in group_rows and block_row (up to
-// 12 more registers, ptxas -v, sm_90): there packs_backward_sum and
-// packs_write_backward, loops in the function itself over packs named by
-// index, take its place.
-//
-// `reduce(v, op, step)` combines v over the row's threads (a group, a block
-// or a cluster); step counts the reductions of the row (0, 1), for callers
-// that alternate scratch buffers.
+// The kernels must compile to the same machine code as their loops written
+// out (scripts/kernel_identity.sh), which rules the forms here: slices,
+// visitors and what they call are inlined before anything is optimised
+// (force-inlined functions; lambdas marked DUET_INLINE_LAMBDA) and taken by
+// reference (a closure copied by value lingers in memory); `log` is a
+// reference to a.log, read where it is used.
+// group_rows, block_row and split_row keep the fragment written out in the
+// kernel: through slices they compile to other code, on nvcc for backward
+// (up to 12 more registers, ptxas -v, sm_90) and on hipcc in both
+// directions (up to 45 more VGPRs, gfx90a, -Rpass-analysis=kernel-resource-usage).
 #pragma once
 
 #include <cstdint>
@@ -103,43 +99,6 @@ __device__ __forceinline__ void write_forward(const Slice& slice, const RowScale
 template <class T, class Slice>
 __device__ __forceinline__ void write_backward(const Slice& slice, float sum, const int& log) {
   slice_write<T>(slice, [&](float y, float dy) DUET_INLINE_LAMBDA { return backward_value(y, dy, sum, log); });
-}
-
-// A row held whole by its threads, forward: each thread's slice reduced to
-// the row's max and sum, then written.
-template <class T, int PACK, class Slice, class Reduce>
-__device__ __forceinline__ void forward_fragment(const Slice& slice, const Reduce& reduce, const int& log) {
-  const float m = reduce(slice_max<T, PACK>(kNegInf, slice), MaxOp{}, 0);
-  const float s =
-      reduce(slice_sum<T, PACK>(0.0f, slice, [&](float x) DUET_INLINE_LAMBDA { return exp_shifted(x, m); }), SumOp{}, 1);
-  write_forward<T>(slice, row_scale(m, s), log);
-}
-
-// The backward fragment's two loops over COUNT packs held in registers,
-// through accessors by index: y(j), dy(j), store(j, o), present when
-// valid(j) (group_rows, block_row: see above).
-template <class T, int PACK, int COUNT, class Valid, class Y, class Dy>
-__device__ __forceinline__ float packs_backward_sum(float s, const Valid& valid, const Y& y, const Dy& dy,
-                                                    const int& log) {
-#pragma unroll
-  for (int j = 0; j < COUNT; ++j)
-    if (valid(j))
-#pragma unroll
-      for (int e = 0; e < PACK; ++e) s += backward_term(to_float(y(j).v[e]), to_float(dy(j).v[e]), log);
-  return s;
-}
-template <class T, int PACK, int COUNT, class Valid, class Y, class Dy, class Store>
-__device__ __forceinline__ void packs_write_backward(const Valid& valid, const Y& y, const Dy& dy, const Store& store,
-                                                     float sum, const int& log) {
-#pragma unroll
-  for (int j = 0; j < COUNT; ++j)
-    if (valid(j)) {
-      Pack<T, PACK> o;
-#pragma unroll
-      for (int e = 0; e < PACK; ++e)
-        o.v[e] = from_float<T>(backward_value(to_float(y(j).v[e]), to_float(dy(j).v[e]), sum, log));
-      store(j, o);
-    }
 }
 
 // The pack a slice passes as dy: g's for backward, x's own for forward.

@@ -57,32 +57,59 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
           if constexpr (BACKWARD) reinterpret_cast<S*>(smem_g)[std::int64_t(k0 + k) * nt + tid] = u[k];
         }
     }
-    // The registers' packs, then the shared-memory ones (read again at each
-    // pass: they do not fit in registers).
     auto reg_valid = [&](int j) { return std::int64_t(j) * nt + tid < packs; };
     auto smem_valid = [&](int k) { return reg_packs + std::int64_t(k) * nt + tid < packs; };
+
+    // The row fragment written out (common/row_fragment.cuh says why).
     if constexpr (!BACKWARD) {
-      auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
+      float m = kNegInf;
 #pragma unroll
-        for (int j = 0; j < VECS_PER_THREAD; ++j)
-          if (reg_valid(j)) visit(x[j], x[j], [&](const P& o) DUET_INLINE_LAMBDA { orow[std::int64_t(j) * nt + tid] = o; });
-        for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
-          const P p = smem_x[std::int64_t(k) * nt + tid];
-          visit(p, p, [&](const P& o) DUET_INLINE_LAMBDA { orow[reg_packs + std::int64_t(k) * nt + tid] = o; });
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(p.v[e]));
+      }
+      m = block_reduce(m, scratch[0], MaxOp{});
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(p.v[e]), m);
+      }
+      s = block_reduce(s, scratch[1], SumOp{});
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), m, inv_s, log_s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
         }
-      };
-      // Two reductions a row: the buffers alternate within the row.
-      forward_fragment<T, PACK>(
-          slice, [&](float v, auto op, int step) DUET_INLINE_LAMBDA { return block_reduce(v, scratch[step], op); },
-          a.log);
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+        P o;
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) o.v[e] = from_float<T>(forward_value(to_float(p.v[e]), m, inv_s, log_s, a.log));
+        orow[reg_packs + std::int64_t(k) * nt + tid] = o;
+      }
     } else {
-      // The register part through packs_*, the shared-memory part written
-      // out: through slice visitors, block_row_smem backward compiles to
-      // other code (ptxas -v, sm_90; common/row_fragment.cuh).
-      const auto y_at = [&](int j) -> const P& { return x[j]; };
-      const auto dy_at = [&](int j) -> const P& { return g[j]; };
-      const auto store = [&](int j, const P& o) { orow[std::int64_t(j) * nt + tid] = o; };
-      float s = packs_backward_sum<T, PACK, VECS_PER_THREAD>(0.0f, reg_valid, y_at, dy_at, a.log);
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
       for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
         const P p = smem_x[std::int64_t(k) * nt + tid];
         const P q = smem_g[std::int64_t(k) * nt + tid];
@@ -91,7 +118,15 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
       }
       // One reduction a row, so the buffers alternate across rows.
       s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
-      packs_write_backward<T, PACK, VECS_PER_THREAD>(reg_valid, y_at, dy_at, store, s, a.log);
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < PACK; ++e)
+            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
+        }
       for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
         const P p = smem_x[std::int64_t(k) * nt + tid];
         const P q = smem_g[std::int64_t(k) * nt + tid];

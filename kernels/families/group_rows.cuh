@@ -51,26 +51,45 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
     for (int r = 0; r < ROWS_PER_STEP; ++r) {
       const std::int64_t row = base + std::int64_t(r) * kGroups + group;
       const bool row_ok = row < a.rows;
-      P* orow = row_ptr<T, PACK>(a.out, row_ok ? row : 0, a.out_stride);
       auto valid = [&](int j) { return row_ok && std::int64_t(j) * THREADS_PER_ROW + lane < packs; };
+      P* orow = row_ptr<T, PACK>(a.out, row_ok ? row : 0, a.out_stride);
+      // The row fragment written out (common/row_fragment.cuh says why).
+      float m = kNegInf;
+      float s = 0.0f;
       if constexpr (!BACKWARD) {
-        const auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
 #pragma unroll
-          for (int j = 0; j < VECS_PER_THREAD; ++j)
-            if (valid(j))
-              visit(x[r][j], x[r][j],
-                    [&](const P& o) DUET_INLINE_LAMBDA { orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o; });
-        };
-        const auto reduce = [](float v, auto op, int) DUET_INLINE_LAMBDA { return group_reduce<THREADS_PER_ROW>(v, op); };
-        forward_fragment<T, PACK>(slice, reduce, a.log);
-      } else {
-        const auto y_at = [&](int j) -> const P& { return x[r][j]; };
-        const auto dy_at = [&](int j) -> const P& { return g[r][j]; };
-        const auto store = [&](int j, const P& o) { orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o; };
-        const float s = group_reduce<THREADS_PER_ROW>(
-            packs_backward_sum<T, PACK, VECS_PER_THREAD>(0.0f, valid, y_at, dy_at, a.log), SumOp{});
-        packs_write_backward<T, PACK, VECS_PER_THREAD>(valid, y_at, dy_at, store, s, a.log);
+        for (int j = 0; j < VECS_PER_THREAD; ++j)
+          if (valid(j))
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(x[r][j].v[e]));
+        m = group_reduce<THREADS_PER_ROW>(m, MaxOp{});
       }
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) {
+            if constexpr (BACKWARD)
+              s += backward_term(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), a.log);
+            else
+              s += exp_shifted(to_float(x[r][j].v[e]), m);
+          }
+      s = group_reduce<THREADS_PER_ROW>(s, SumOp{});
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) {
+            if constexpr (BACKWARD)
+              o.v[e] = from_float<T>(backward_value(to_float(x[r][j].v[e]), to_float(g[r][j].v[e]), s, a.log));
+            else
+              o.v[e] = from_float<T>(forward_value(to_float(x[r][j].v[e]), m, inv_s, log_s, a.log));
+          }
+          orow[std::int64_t(j) * THREADS_PER_ROW + lane] = o;
+        }
     }
   }
 }

@@ -1,6 +1,6 @@
 // split_row: rows too wide for one block's on-chip memory, in two launches
-// (an experiment the planner falls back to; split_stream does the same in
-// one launch).
+// (split_stream does the same in one; split_row stays as an experiment, in
+// a file of its own so it can leave the product whole).
 //
 // Work item i is chunk i % chunks_per_row of row i / chunks_per_row.
 // The partial kernel reduces each chunk to an online-softmax pair (forward:
@@ -22,29 +22,28 @@ namespace duet::DUET_NS::kernels {
 template <class T, int PACK, int VECS_IN_FLIGHT, bool BACKWARD>
 __global__ void __launch_bounds__(kSplitRowBlock) split_row_partial_kernel(SoftmaxArgs a) {
   using P = Pack<T, PACK>;
-  __shared__ BlockScratch scratch;
+  __shared__ float scratch[2][kMaxWarpsPerBlock];
   const std::int64_t items = a.rows * a.chunks_per_row;
   for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const Chunk ch = chunk_of<PACK>(a, item);
-    const P* xr = row_ptr<T, PACK>(a.x, ch.row, a.x_stride);
-    const P* gr = BACKWARD ? row_ptr<T, PACK>(a.dy, ch.row, a.dy_stride) : nullptr;
+    const auto [row, begin, end] = chunk_of<PACK>(a, item);
+    const P* xr = row_ptr<T, PACK>(a.x, row, a.x_stride);
+    const P* gr = BACKWARD ? row_ptr<T, PACK>(a.dy, row, a.dy_stride) : nullptr;
     float m = kNegInf;
     float s = 0.0f;
-    for (std::int64_t v0 = ch.begin + threadIdx.x; v0 < ch.end; v0 += std::int64_t(VECS_IN_FLIGHT) * blockDim.x) {
+    for (std::int64_t v0 = begin + threadIdx.x; v0 < end; v0 += std::int64_t(VECS_IN_FLIGHT) * blockDim.x) {
       P x[VECS_IN_FLIGHT];
       P g[BACKWARD ? VECS_IN_FLIGHT : 1];
-      load_strided<VECS_IN_FLIGHT, BACKWARD>(xr, gr, v0, blockDim.x, ch.end, x, g);
-      const auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
+      load_strided<VECS_IN_FLIGHT, BACKWARD>(xr, gr, v0, blockDim.x, end, x, g);
 #pragma unroll
-        for (int k = 0; k < VECS_IN_FLIGHT; ++k) {
-          if (v0 + std::int64_t(k) * blockDim.x >= ch.end) break;
-          visit(x[k], dy_or_x<BACKWARD>(g[BACKWARD ? k : 0], x[k]), 0);
+      for (int k = 0; k < VECS_IN_FLIGHT; ++k) {
+        if (v0 + std::int64_t(k) * blockDim.x >= end) break;
+        if constexpr (BACKWARD) {
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[k].v[e]), to_float(g[k].v[e]), a.log);
+        } else {
+          online_add<PACK>(m, s, [&](int e) { return to_float(x[k].v[e]); });
         }
-      };
-      if constexpr (BACKWARD)
-        s = slice_backward_sum<T, PACK>(s, slice, a.log);
-      else
-        slice_online<T, PACK>(m, s, slice);
+      }
     }
     // Two reductions per item: the buffers alternate within an item, and the
     // barrier of the second protects the first buffer for the next item.
