@@ -106,7 +106,7 @@ static_assert([] {
 inline constexpr std::array<int, 4> kBlockVpt{1, 2, 4, 8};
 inline constexpr std::array<int, 3> kBlockVptBackward{1, 2, 4};
 // block_row_smem keeps fewer, 4 (backward 2): its shared-memory code costs
-// registers of its own, and 8 (backward 4) spilled beside it.
+// registers of its own, and 8 (backward 4) spill beside it.
 constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
 
 constexpr int count_variants() {

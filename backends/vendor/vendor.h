@@ -35,7 +35,10 @@
 //     rounding to 16 bits (sm_80+) over rounding by hand.
 //   - kernels/families/cluster_row.cuh: its body needs DUET_DEVICE_CLUSTERS
 //     (sm_90+); elsewhere the kernel is empty and never launched.
-//   - hopper_ptx.h: each helper guarded by the architecture it needs.
+//   - kernels/common/reduce.cuh: the cluster exchange exists only under
+//     DUET_DEVICE_CLUSTERS, for the same reason.
+//   - hopper_ptx.h: each helper guarded by the architecture it needs; its
+//     user bench/synccheck_cluster_repro.cu guards its kernel the same way.
 #pragma once
 
 #if defined(DUET_VENDOR_CUDA) == defined(DUET_VENDOR_HIP)

@@ -70,7 +70,7 @@ struct alignas(sizeof(T) * PACK) Pack {
 // The same bytes held as one native 16-byte value (four 32-bit registers)
 // where they are 16 bytes, else as the Pack. Staging copies and the kernels
 // that hold many 16-bit packs use it: a Pack of eight 16-bit values is held
-// in eight registers (split_stream spilled so, ptxas -v, sm_90), and a Pack
+// in eight registers (split_stream spills so, ptxas -v, sm_90), and a Pack
 // copied whole is a memcpy that clang keeps in scratch on AMD
 // (block_row_smem's staging, -Rpass-analysis=kernel-resource-usage).
 template <class T, int PACK>
