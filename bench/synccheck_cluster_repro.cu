@@ -1,7 +1,7 @@
 // Does compute-sanitizer's synccheck fail any kernel with clusters of 16
 // blocks, or only duet's cluster_row? (bench/NOTES.md, v21 and v23.)
 //
-// One kernel, no duet code: each block of a 1-D cluster contributes a value
+// One kernel, none of duet's kernels: each block of a 1-D cluster contributes a value
 // a "row", every block gathers all of them, and block 0 thread 0 writes
 // their sum, checked on the host. Two ways to exchange:
 //   mode 0 (as cluster_row): st.async of 8 bytes into every peer's shared
@@ -11,12 +11,16 @@
 //          twice a row (no mbarrier, no st.async);
 //   mode 2: no exchange at all: each block adds the values up itself, with
 //          cluster.sync() once a row (the cluster barrier alone).
+// Mode 0 uses duet's own PTX helpers (backends/vendor/hopper_ptx.h), so it
+// exchanges exactly as cluster_row does.
 // Run natively and under each tool, for clusters of 8 and 16 and blocks of
 // 128..512 threads:
-//   nvcc -O2 -arch=sm_90 -o repro bench/synccheck_cluster_repro.cu
+//   nvcc -O2 -arch=sm_90 -Ibackends/vendor -o repro bench/synccheck_cluster_repro.cu
 //   compute-sanitizer --tool synccheck ./repro MODE CLUSTER THREADS
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+
+#include "hopper_ptx.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -40,14 +44,8 @@ struct Pairs {
   unsigned long long arrived[2];
 };
 
-__device__ unsigned smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ unsigned peer(const void* p, unsigned rank) {
-  unsigned r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem(p)), "r"(rank));
-  return r;
-}
-
 __global__ void exchange(float* out, int rows, int mode) {
+#if DUET_DEVICE_CLUSTERS
   __shared__ Pairs cp;
   __shared__ float plain[kMaxBlocks];
   const cg::cluster_group cluster = cg::this_cluster();
@@ -55,9 +53,9 @@ __global__ void exchange(float* out, int rows, int mode) {
   const int rank = static_cast<int>(cluster.block_rank());
   const int tid = threadIdx.x;
   if (tid == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(&cp.arrived[0])) : "memory");
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(&cp.arrived[1])) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    duet_mbarrier_init(&cp.arrived[0], 1);
+    duet_mbarrier_init(&cp.arrived[1], 1);
+    duet_mbarrier_init_fence();
   }
   cluster.sync();
   unsigned phases = 0;
@@ -68,23 +66,10 @@ __global__ void exchange(float* out, int rows, int mode) {
     __syncthreads();  // as a block reduction would
     float total = 0.0f;
     if (mode == 0) {
-      if (tid == 0)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(&cp.arrived[parity])),
-                     "r"(unsigned(blocks * sizeof(float2)))
-                     : "memory");
-      if (tid < blocks)
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
-                         peer(&cp.v[parity][rank], tid)),
-                     "f"(mine), "f"(1.0f), "r"(peer(&cp.arrived[parity], tid))
-                     : "memory");
-      unsigned done = 0;
-      while (!done)
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 "
-            "%0, 1, 0, p;\n}"
-            : "=r"(done)
-            : "r"(smem(&cp.arrived[parity])), "r"((phases >> parity) & 1u)
-            : "memory");
+      if (tid == 0) duet_mbarrier_expect(&cp.arrived[parity], unsigned(blocks * sizeof(float2)));
+      if (tid < blocks) duet_store_async(&cp.v[parity][rank], make_float2(mine, 1.0f), &cp.arrived[parity], tid);
+      while (!duet_mbarrier_try_wait_cluster(&cp.arrived[parity], (phases >> parity) & 1u)) {
+      }
       phases ^= 1u << parity;
       for (int b = 0; b < blocks; ++b) total += cp.v[parity][b].x;
     } else if (mode == 2) {
@@ -99,6 +84,9 @@ __global__ void exchange(float* out, int rows, int mode) {
     if (rank == 0 && tid == 0) out[row] = total;
   }
   cluster.sync();  // no block leaves while a peer may still store into it
+#else
+  (void)out, (void)rows, (void)mode;
+#endif  // DUET_DEVICE_CLUSTERS
 }
 
 int main(int argc, char** argv) {

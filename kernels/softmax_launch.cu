@@ -7,7 +7,11 @@
 
 #include "gpu_check.hpp"
 #include "backend_api.hpp"
-#include "softmax_kernels.cuh"
+#include "families/block_row.cuh"
+#include "families/cluster_row.cuh"
+#include "families/group_rows.cuh"
+#include "families/split_row.cuh"
+#include "families/split_stream.cuh"
 
 namespace duet::DUET_NS {
 namespace {

@@ -62,9 +62,9 @@ inline constexpr int kSplitStreamBlock = 512;
 inline constexpr int kSplitStreamMinBlocksPerSm = 1024 / kSplitStreamBlock;  // 64 registers a thread
 // Vectors a split_stream thread holds: a chunk is 512 x 8 x 16 bytes = 64 KiB
 // (backward: 4 vectors of each of two tensors), 32 registers of data in
-// blocks of 512 threads, two an SM (64 registers). 4 vectors (32 KiB)
-// measured 0.60 of copy at f32 N = 32768..1M: a visit is a few round trips
-// long whatever its size (bench/NOTES.md, v16).
+// blocks of 512 threads, two an SM (64 registers). A visit costs a few round
+// trips whatever its size, so a chunk half as large runs at a lower share
+// of copy (bench/NOTES.md v16).
 constexpr int split_stream_vpt(bool backward) { return backward ? 4 : 8; }
 inline constexpr int kBlockRowMaxThreads = 1024;
 // cluster_row: blocks of at most 512 threads and 64 registers, so two fit an
@@ -77,24 +77,23 @@ inline constexpr int kClusterRowMaxThreads = 512;
 inline constexpr int kPortableClusterBlocks = 8;
 inline constexpr int kMaxClusterBlocks = 16;
 // Vectors a cluster_row thread holds: 8, so 8 blocks of 512 threads hold a
-// row of 32768 vectors, 16 blocks 65536. (Holding 4 plus the next row's 4,
-// loaded while the cluster barrier was pending, needed twice the blocks and
-// measured slower: bench/NOTES.md, v11.)
+// row of 32768 vectors, 16 blocks 65536. Holding 4 and prefetching the next
+// row's 4 needs twice the blocks and is slower (bench/NOTES.md v11).
 inline constexpr int kClusterRowVpt = 8;
 
 // Vectors each group_rows thread has in flight of each tensor it reads: the
 // rows it loads before reducing the first x the vectors it holds of each.
-// Two (32 bytes; 64 KiB an SM at 2048 threads): on the H200, float32 N = 128
-// measured 0.97 of copy at two, 0.95 at four and 0.94 at eight, and two was
-// at least as good at every row length it serves (bench/NOTES.md, v22).
+// Two (32 bytes; 64 KiB an SM at 2048 threads): on the H200 two is at
+// least as fast as four or eight at every row length it serves
+// (bench/NOTES.md v22).
 inline constexpr int kGroupRowsInFlight = 2;
 constexpr int group_rows_rows_per_step(int vpt) { return vpt >= kGroupRowsInFlight ? 1 : kGroupRowsInFlight / vpt; }
 
 // Shapes of the group_rows family: (threads a row, vectors a thread, rows a
 // step), the planner's choice for rows of 1, 2, 4, 8, 16, 32, 64, 128 and
 // 256 vectors. At least 8 threads a row (8 x 16 bytes: a warp's load covers
-// whole 128-byte lines; 1 to 4 threads a row scattered each load over many
-// lines: bf16 N = 32 with one thread a row measured 0.46 of copy), then 2
+// whole 128-byte lines; 1 to 4 threads a row scatter each load over many
+// lines, under half the copy rate), then 2
 // vectors a thread up to a warp a row, then more vectors.
 inline constexpr std::array<std::array<int, 3>, 9> kGroupShapes{{
     {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {8, 1, 2}, {8, 2, 1}, {16, 2, 1}, {32, 2, 1}, {32, 4, 1}, {32, 8, 1}}};
@@ -109,7 +108,7 @@ static_assert([] {
 inline constexpr std::array<int, 4> kBlockVpt{1, 2, 4, 8};
 inline constexpr std::array<int, 3> kBlockVptBackward{1, 2, 4};
 // block_row_smem keeps fewer, 4 (backward 2): its shared-memory code costs
-// registers of its own, and 8 (backward 4) spilled beside it.
+// registers of its own, and 8 (backward 4) spill beside it.
 constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
 
 constexpr int count_variants() {

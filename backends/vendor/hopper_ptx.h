@@ -1,0 +1,110 @@
+// The inline PTX duet uses on NVIDIA devices, and the only inline PTX in
+// duet (vendor.h includes it for the CUDA build; bench/synccheck_cluster_repro.cu
+// includes it on its own). Each helper names the PTX ISA section it follows.
+// Compiled by nvcc only: plain C++ that includes vendor.h sees none of it.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+// 2^x: ex2.approx.ftz.f32 (MUFU.EX2, about 2 ulp; results below 2^-126 flush
+// to zero). exp2f wraps the same instruction in denormal fix-ups that made
+// the 16-bit paths instruction-bound (bench/NOTES.md).
+__device__ __forceinline__ float duet_ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A 16-byte load whose line should outlast others in L2 until its last use
+// (an L2::evict_last cache policy: PTX ISA, "createpolicy" and "ld" with
+// .L2::cache_hint, sm_80+); a plain load before sm_80.
+__device__ __forceinline__ uint4 duet_load_keep(const uint4* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+#else
+  return *p;
+#endif
+}
+
+// Two floats rounded to bfloat16 or float16 in one 32-bit word, `lo` in the
+// low half: one cvt.rn.{bf16x2,f16x2}.f32 (PTX ISA, "cvt", sm_80+).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DUET_DEVICE_CVT_RN16 1
+__device__ __forceinline__ unsigned duet_cvt_rn_bf16x2(float lo, float hi) {
+  unsigned w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+__device__ __forceinline__ unsigned duet_cvt_rn_f16x2(float lo, float hi) {
+  unsigned w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+#else
+#define DUET_DEVICE_CVT_RN16 0
+#endif  // __CUDA_ARCH__ >= 800
+
+// Device code may use thread-block clusters and distributed shared memory
+// (cooperative_groups::this_cluster) on sm_90 and later.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DUET_DEVICE_CLUSTERS 1
+#else
+#define DUET_DEVICE_CLUSTERS 0
+#endif
+
+// Cluster-scope signalling on sm_90+ (PTX ISA, "mbarrier", "mapa",
+// "st.async"): a store into another block's shared memory whose bytes
+// complete a transaction-counting barrier there. An mbarrier is a 64-bit
+// word in shared memory.
+#if DUET_DEVICE_CLUSTERS
+__device__ __forceinline__ unsigned duet_smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void duet_mbarrier_init(unsigned long long* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(duet_smem_address(bar)), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the rest of the cluster.
+__device__ __forceinline__ void duet_mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// The arrival that completes a phase once `bytes` more have been counted.
+__device__ __forceinline__ void duet_mbarrier_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(duet_smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+// The address of this block's shared variable `p` in block `rank` of the
+// cluster (mapa), and an 8-byte store there that counts its bytes on that
+// block's barrier `bar` (st.async: no cluster barrier, no fence).
+__device__ __forceinline__ unsigned duet_cluster_address(const void* p, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(duet_smem_address(p)), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void duet_store_async(float2* dst, float2 v, unsigned long long* bar, unsigned rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+                   duet_cluster_address(dst, rank)),
+               "f"(v.x), "f"(v.y), "r"(duet_cluster_address(bar, rank))
+               : "memory");
+}
+// Whether the barrier's phase of the given parity has completed, acquiring
+// at cluster scope what other blocks stored (st.async completes with
+// release at cluster scope). The thread may be suspended a while inside.
+__device__ __forceinline__ bool duet_mbarrier_try_wait_cluster(unsigned long long* bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+      "p;\n}"
+      : "=r"(done)
+      : "r"(duet_smem_address(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+#endif  // DUET_DEVICE_CLUSTERS
+#endif  // __CUDACC__

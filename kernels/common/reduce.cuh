@@ -1,0 +1,92 @@
+// Reductions of one float over the threads that share a row: a group of
+// lanes (shuffles), a block (shuffles and shared memory), and a thread-block
+// cluster ((max, sum) pairs through distributed shared memory).
+#pragma once
+
+#include "common/math.cuh"
+#include "softmax_variants.hpp"
+#include "vendor.h"
+
+namespace duet::DUET_NS::kernels {
+
+// Butterfly reduction over WIDTH consecutive lanes (WIDTH a power of two no
+// larger than the wavefront); every lane gets the result.
+template <int WIDTH, class Op>
+__device__ __forceinline__ float group_reduce(float v, Op op) {
+#pragma unroll
+  for (int offset = WIDTH / 2; offset > 0; offset /= 2)
+    v = op(v, __shfl_xor_sync(DUET_FULL_MASK, v, offset, WIDTH));
+  return v;
+}
+
+// Largest number of warps a block can hold: 1024 threads / the smallest
+// warp (32 lanes). A 64-lane wavefront uses half of it.
+constexpr int kMaxWarpsPerBlock = 1024 / 32;
+
+// A block's scratch for block_reduce: two buffers, so that a reduction
+// never writes the buffer the one before it may still be reading.
+using BlockScratch = float[2][kMaxWarpsPerBlock];
+
+// Block-wide reduction; every thread gets the result. `scratch` must not be
+// in use by the previous reduction of the same block: callers alternate two
+// buffers, so the barrier inside one reduction also protects the buffer the
+// one before it read.
+template <class Op>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
+  constexpr int W = DUET_DEVICE_WARP_SIZE;
+  v = group_reduce<W>(v, op);
+  const int lane = threadIdx.x % W;
+  const int warp = threadIdx.x / W;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + W - 1) / W;
+  v = lane < warps ? scratch[lane] : Op::kIdentity;
+  return group_reduce<W>(v, op);
+}
+
+// A cluster's blocks exchange their (max, sum) pairs for a row without a
+// cluster barrier: each block stores its pair into every block's slot for it
+// (itself included) with st.async, which counts the 8 bytes on the
+// receiver's mbarrier, and each block waits on its own barrier. A cluster
+// barrier a row would have release semantics (ptxas emits MEMBAR.ALL.GPU):
+// every block would first wait for its stores of the previous row to be
+// acknowledged, with nothing in flight.
+// Two buffers alternate by row: a block sends row r + 2's pair only after it
+// has every pair of row r + 1, and each block sends that only past a block
+// barrier that its threads reach after reading row r's pairs.
+struct ClusterPairs {
+  float2 pairs[2][kMaxClusterBlocks];
+  unsigned long long arrived[2];
+};
+
+#if DUET_DEVICE_CLUSTERS
+// Thread 0 initialises the barriers; the caller then syncs the cluster once,
+// so no block stores into a peer's barrier before it is set up.
+__device__ __forceinline__ void cluster_pairs_init(ClusterPairs& cp) {
+  if (threadIdx.x == 0) {
+    duet_mbarrier_init(&cp.arrived[0], 1);
+    duet_mbarrier_init(&cp.arrived[1], 1);
+    duet_mbarrier_init_fence();
+  }
+}
+
+// The row's pair from every block's (m, s); `phases` holds each buffer's
+// next phase parity (one bit a buffer, flipped here).
+__device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float m, float s, int blocks, int rank,
+                                                         int parity, unsigned& phases) {
+  const int tid = threadIdx.x;
+  if (tid == 0) duet_mbarrier_expect(&cp.arrived[parity], static_cast<unsigned>(blocks * sizeof(float2)));
+  if (tid < blocks) duet_store_async(&cp.pairs[parity][rank], make_float2(m, s), &cp.arrived[parity], tid);
+  while (!duet_mbarrier_try_wait_cluster(&cp.arrived[parity], (phases >> parity) & 1u)) {
+  }
+  phases ^= 1u << parity;
+  // Every warp combines the pairs itself, lane b (mod kMaxClusterBlocks)
+  // holding block b's.
+  const int b = tid % kMaxClusterBlocks;
+  const float2 q = b < blocks ? cp.pairs[parity][b] : make_float2(kNegInf, 0.0f);
+  const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
+  return make_float2(row_m, group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{}));
+}
+#endif  // DUET_DEVICE_CLUSTERS
+
+}  // namespace duet::DUET_NS::kernels

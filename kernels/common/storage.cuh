@@ -1,0 +1,150 @@
+// Storage types, their conversion to and from float, and the one vector
+// type: a Pack of elements moved as one memory access, held in registers
+// either element by element or, where it is 16 bytes, as one native 16-byte
+// value (PackWords). element() and make_pack() read and build either form.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "softmax_variants.hpp"
+#include "vendor.h"
+
+namespace duet::DUET_NS::kernels {
+
+// 16-bit floats are carried as raw bits and converted in registers, so the
+// same code builds against CUDA's and HIP's fp16 headers (which name their
+// bfloat16 types differently).
+struct alignas(2) f16_t { unsigned short bits; };
+struct alignas(2) bf16_t { unsigned short bits; };
+
+template <DType D> struct StorageOf;
+template <> struct StorageOf<DType::f32> { using type = float; };
+template <> struct StorageOf<DType::f16> { using type = f16_t; };
+template <> struct StorageOf<DType::bf16> { using type = bf16_t; };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(f16_t v) { return __half2float(__ushort_as_half(v.bits)); }
+__device__ __forceinline__ float to_float(bf16_t v) { return __uint_as_float(unsigned(v.bits) << 16); }
+
+template <class T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16_t from_float<f16_t>(float v) {
+  return f16_t{__half_as_ushort(__float2half_rn(v))};
+}
+template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float v) {
+#if DUET_DEVICE_CVT_RN16
+  // One cvt.rn.bf16.f32 in place of the integer rounding below.
+  return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+#else
+  // Round to nearest even; NaN stays a quiet NaN.
+  unsigned u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{static_cast<unsigned short>((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16_t{static_cast<unsigned short>(u >> 16)};
+#endif  // DUET_DEVICE_CVT_RN16
+}
+
+// Two floats rounded to 16-bit T in one word, the first in the low half: one
+// instruction where the device has it, in place of a cvt, a shift and an or
+// per pair.
+template <class T>
+__device__ __forceinline__ unsigned round_pair(float lo, float hi) {
+#if DUET_DEVICE_CVT_RN16
+  if constexpr (std::is_same_v<T, bf16_t>)
+    return duet_cvt_rn_bf16x2(lo, hi);
+  else
+    return duet_cvt_rn_f16x2(lo, hi);
+#else
+  return unsigned(from_float<T>(lo).bits) | unsigned(from_float<T>(hi).bits) << 16;
+#endif  // DUET_DEVICE_CVT_RN16
+}
+
+// PACK elements moved as one access (16 bytes on the vector paths, one
+// element on the scalar path), held element by element.
+template <class T, int PACK>
+struct alignas(sizeof(T) * PACK) Pack {
+  T v[PACK];
+};
+
+// The same bytes held as one native 16-byte value (four 32-bit registers)
+// where they are 16 bytes, else as the Pack. Staging copies and the kernels
+// that hold many 16-bit packs use it: a Pack of eight 16-bit values is held
+// in eight registers (split_stream spills so, ptxas -v, sm_90), and a Pack
+// copied whole is a memcpy that clang keeps in scratch on AMD
+// (block_row_smem's staging, -Rpass-analysis=kernel-resource-usage).
+template <class T, int PACK>
+using PackWords = std::conditional_t<sizeof(Pack<T, PACK>) == 16, DUET_RAW16, Pack<T, PACK>>;
+
+// Element e of a pack in either form, as float (e is a constant once unrolled).
+template <class T, class V>
+__device__ __forceinline__ float element(const V& p, int e) {
+  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(DUET_RAW16_WORD(p, e));
+    } else {
+      const unsigned w = DUET_RAW16_WORD(p, e / 2);
+      if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+      return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
+    }
+  } else {
+    return to_float(p.v[e]);
+  }
+}
+
+// A pack in form V whose element e is value(e), rounded to T.
+template <class T, class V, class Value>
+__device__ __forceinline__ V make_pack(const Value& value) {
+  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4)
+        w[i] = __float_as_uint(value(i));
+      else
+        w[i] = round_pair<T>(value(2 * i), value(2 * i + 1));
+    }
+    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
+  } else {
+    V o;
+#pragma unroll
+    for (int e = 0; e < int(sizeof(V) / sizeof(T)); ++e) o.v[e] = from_float<T>(value(e));
+    return o;
+  }
+}
+
+// Row `row` of a tensor with `stride` elements between rows, as packs of
+// form V (a Pack by default).
+template <class T, int PACK, class V = Pack<T, PACK>>
+__device__ __forceinline__ const V* row_ptr(const void* base, std::int64_t row, std::int64_t stride) {
+  return reinterpret_cast<const V*>(static_cast<const T*>(base) + row * stride);
+}
+template <class T, int PACK, class V = Pack<T, PACK>>
+__device__ __forceinline__ V* row_ptr(void* base, std::int64_t row, std::int64_t stride) {
+  return reinterpret_cast<V*>(static_cast<T*>(base) + row * stride);
+}
+
+// Loads and stores of packs; the 16-byte ones with cache hints where asked
+// (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in vendor.h).
+enum class LoadHint {
+  keep,      // read again later: keep the line in L2 until then
+  last_use,  // the last read: evict first
+};
+template <LoadHint HINT, class V>
+__device__ __forceinline__ V load_hinted(const V* p) {
+  if constexpr (!std::is_same_v<V, DUET_RAW16>)
+    return *p;
+  else if constexpr (HINT == LoadHint::keep)
+    return DUET_LOAD_KEEP(p);
+  else
+    return DUET_LOAD_LAST_USE(p);
+}
+template <class V>
+__device__ __forceinline__ void store_streaming(V* p, const V& v) {
+  if constexpr (std::is_same_v<V, DUET_RAW16>)
+    DUET_STORE_STREAMING(p, v);
+  else
+    *p = v;
+}
+
+}  // namespace duet::DUET_NS::kernels

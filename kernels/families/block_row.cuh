@@ -1,0 +1,155 @@
+// block_row and block_row_smem: one block per row, the row on chip.
+//
+// Thread t keeps packs t, t+T, ..., t+(VECS_PER_THREAD-1)T of its row in
+// registers (T threads). block_row_smem keeps the next a.smem_vecs packs in
+// its own slots of dynamic shared memory (slot k of thread t at k*T + t:
+// consecutive threads touch consecutive 16-byte words, so no bank conflicts
+// and no barrier: a thread only ever reads back what it wrote itself).
+// Grid: one block per row, up to the planner's waves; block_row_smem's
+// dynamic shared memory is smem_vecs * T packs of each tensor it reads
+// (runtime/src/planner.cpp, make_plan and grid_for); no workspace.
+#pragma once
+
+#include "common/reduce.cuh"
+#include "common/row_fragment.cuh"
+
+namespace duet::DUET_NS::kernels {
+
+// WITH_SMEM is false for block_row_kernel (registers only: the shared-memory
+// path's code alone takes it from 44 to 62 registers at 4 packs a thread,
+// ptxas -v, sm_90, halving the blocks that fit) and true for
+// block_row_smem_kernel.
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool WITH_SMEM>
+__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, BlockScratch& scratch) {
+  using P = Pack<T, PACK>;
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  const int smem_vecs = WITH_SMEM ? a.smem_vecs : 0;
+  P* smem_x = reinterpret_cast<P*>(dynamic_smem);
+  P* smem_g = smem_x + std::int64_t(smem_vecs) * nt;
+  const std::int64_t packs = a.cols / PACK;
+  const std::int64_t reg_packs = std::int64_t(VECS_PER_THREAD) * nt;
+
+  for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const P* xr = row_ptr<T, PACK>(a.x, row, a.x_stride);
+    const P* gr = BACKWARD ? row_ptr<T, PACK>(a.dy, row, a.dy_stride) : nullptr;
+    P* orow = row_ptr<T, PACK>(a.out, row, a.out_stride);
+    P x[VECS_PER_THREAD];
+    P g[BACKWARD ? VECS_PER_THREAD : 1];
+    load_strided<VECS_PER_THREAD, BACKWARD>(xr, gr, tid, nt, packs, x, g);
+    // The shared-memory part (block_row_smem only): STAGE loads in flight
+    // before the shared stores (two for backward, which carries two tensors,
+    // to stay off local memory), copied as PackWords.
+    constexpr int STAGE = BACKWARD ? 2 : 4;
+    using S = PackWords<T, PACK>;
+    const std::int64_t smem_slots_end = reg_packs + std::int64_t(smem_vecs) * nt;
+    const std::int64_t smem_end = packs < smem_slots_end ? packs : smem_slots_end;
+    const S* xs = reinterpret_cast<const S*>(xr);
+    const S* gs = reinterpret_cast<const S*>(gr);
+    for (int k0 = 0; k0 < smem_vecs; k0 += STAGE) {
+      S t[STAGE];
+      S u[BACKWARD ? STAGE : 1];
+      load_strided<STAGE, BACKWARD, S>(xs, gs, reg_packs + std::int64_t(k0) * nt + tid, nt, smem_end, t, u);
+#pragma unroll
+      for (int k = 0; k < STAGE; ++k)
+        if (k0 + k < smem_vecs) {
+          reinterpret_cast<S*>(smem_x)[std::int64_t(k0 + k) * nt + tid] = t[k];
+          if constexpr (BACKWARD) reinterpret_cast<S*>(smem_g)[std::int64_t(k0 + k) * nt + tid] = u[k];
+        }
+    }
+    auto reg_valid = [&](int j) { return std::int64_t(j) * nt + tid < packs; };
+    auto smem_valid = [&](int k) { return reg_packs + std::int64_t(k) * nt + tid < packs; };
+
+    // The row fragment written out (common/row_fragment.cuh says why).
+    if constexpr (!BACKWARD) {
+      float m = kNegInf;
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(x[j].v[e]));
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(p.v[e]));
+      }
+      m = block_reduce(m, scratch[0], MaxOp{});
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(p.v[e]), m);
+      }
+      s = block_reduce(s, scratch[1], SumOp{});
+      const float inv_s = 1.0f / s;
+      const float log_s = logf(s);
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) o.v[e] = from_float<T>(forward_value(to_float(x[j].v[e]), m, inv_s, log_s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
+        }
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+        P o;
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) o.v[e] = from_float<T>(forward_value(to_float(p.v[e]), m, inv_s, log_s, a.log));
+        orow[reg_packs + std::int64_t(k) * nt + tid] = o;
+      }
+    } else {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j))
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) s += backward_term(to_float(x[j].v[e]), to_float(g[j].v[e]), a.log);
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+        const P q = smem_g[std::int64_t(k) * nt + tid];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) s += backward_term(to_float(p.v[e]), to_float(q.v[e]), a.log);
+      }
+      // One reduction a row, so the buffers alternate across rows.
+      s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
+#pragma unroll
+      for (int j = 0; j < VECS_PER_THREAD; ++j)
+        if (reg_valid(j)) {
+          P o;
+#pragma unroll
+          for (int e = 0; e < PACK; ++e)
+            o.v[e] = from_float<T>(backward_value(to_float(x[j].v[e]), to_float(g[j].v[e]), s, a.log));
+          orow[std::int64_t(j) * nt + tid] = o;
+        }
+      for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
+        const P p = smem_x[std::int64_t(k) * nt + tid];
+        const P q = smem_g[std::int64_t(k) * nt + tid];
+        P o;
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) o.v[e] = from_float<T>(backward_value(to_float(p.v[e]), to_float(q.v[e]), s, a.log));
+        orow[reg_packs + std::int64_t(k) * nt + tid] = o;
+      }
+    }
+  }
+}
+
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD>
+__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
+  __shared__ BlockScratch scratch;
+  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, false>(a, nullptr, scratch);
+}
+
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD>
+__global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(SoftmaxArgs a) {
+  extern __shared__ float4 dynamic_smem[];
+  __shared__ BlockScratch scratch;
+  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, true>(a, dynamic_smem, scratch);
+}
+
+}  // namespace duet::DUET_NS::kernels
