@@ -51,7 +51,14 @@ export_tree() {
 compile() {
   local dir=$work/$1 src=$work/$1/src
   local incs=(-I"$src/backends" -I"$src/backends/vendor" -I"$src/backends/gpu" -I"$src/kernels"
-              -I"$src/runtime/include")
+              -I"$src/runtime/include" -I"$dir/include")
+  # Headers CMake generates (duet/export.h): the export macro does not reach
+  # device code, so any version numbers do.
+  if [ -f "$src/runtime/include/duet/export.h.in" ]; then
+    mkdir -p "$dir/include/duet"
+    sed -e 's/@PROJECT_VERSION_[A-Z]*@/0/' -e 's/@DUET_STATIC_LIBRARY@/1/' \
+      "$src/runtime/include/duet/export.h.in" >"$dir/include/duet/export.h"
+  fi
   local flags=(-std=c++17 -O3 -ccbin "$cxx" -DDUET_VENDOR_CUDA -DDUET_NS=cuda "${incs[@]}" -arch=sm_"$arch")
   mkdir -p "$dir/keep"
   if ! "$nvcc" "${flags[@]}" -cubin -Xptxas -v --keep --keep-dir "$dir/keep" "$src/kernels/softmax_launch.cu" \

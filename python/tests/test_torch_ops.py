@@ -292,8 +292,10 @@ def test_cuda_graph_capture_every_strategy(op, shape):
         graph.replay()
         sync("cuda")
         want_y = fwd(x)
-        assert torch.equal(y, want_y), f"{op} {shape} forward under graph replay"
-        assert torch.equal(dx, bwd(want_y, g)), f"{op} {shape} backward under graph replay"
+        # Replay and eager agree to rounding, not always to the bit: wide rows
+        # combine partial sums in the order their chunks finish.
+        assert_rowwise_close(y, want_y, 1e-5, floor=floor_for(op), what=f"{op} {shape} forward replay vs eager")
+        assert_rowwise_close(dx, bwd(want_y, g), 1e-4, floor=floor_for(op), what=f"{op} {shape} backward replay vs eager")
         assert_rowwise_close(y, reference(op, x), 1e-5, floor=floor_for(op), what=f"{op} {shape} replay")
 
 
