@@ -11,6 +11,7 @@
 #include "duet/device_props.hpp"
 #include "duet/error.hpp"
 #include "duet/occupancy.hpp"
+#include "fused_args.hpp"
 #include "softmax_args.hpp"
 #include "softmax_variants.hpp"
 
@@ -48,6 +49,12 @@ int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads
 int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks);
 void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry& geometry,
                     const LaunchGeometry& finalize_geometry, void* stream);
+
+// The fused row operations (masked softmax, cross-entropy): every kernel the
+// operation needs, enqueued on `stream` (cross-entropy: counting targets,
+// the rows, the reduction). `launch` is the fused planner's choice on GPUs;
+// the host backend ignores it. Throws duet::Error.
+void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch, void* stream);
 
 // Memory and streams (used by the runtime's workspace, tests and tools).
 void* device_alloc(int ordinal, std::size_t bytes);       // throws out_of_memory

@@ -9,6 +9,7 @@
 
 #include "duet/device_props.hpp"
 #include "duet/occupancy.hpp"
+#include "fused_args.hpp"
 #include "softmax_args.hpp"
 
 namespace duet::detail {
@@ -25,6 +26,7 @@ struct BackendOps {
   int (*occupancy_blocks_per_sm)(int, int, bool, int, std::int64_t);
   int (*max_active_clusters)(int, int, int, int);
   void (*launch_softmax)(int, int, const SoftmaxArgs&, const LaunchGeometry&, const LaunchGeometry&, void*);
+  void (*launch_fused)(int, const FusedArgs&, const FusedLaunch&, void*);
   void* (*device_alloc)(int, std::size_t);
   void (*device_free)(int, void*) noexcept;
   void (*copy_to_device)(int, void*, const void*, std::size_t);

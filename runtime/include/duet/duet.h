@@ -102,6 +102,90 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
                                                     int64_t cols, const void* y, int64_t y_stride, const void* dy,
                                                     int64_t dy_stride, void* dx, int64_t dx_stride, void* workspace,
                                                     size_t workspace_bytes, void* stream);
+/* Scaled, masked softmax (duet/masked_softmax.hpp has the semantics):
+ * y = softmax(scale * x + mask) over rows = batch * heads * seq_q rows of
+ * cols (seq_k) elements. `mask` NULL means none. A boolean mask is one byte
+ * an element, nonzero = masked out; an additive one has the scores' dtype;
+ * a causal one reads no memory (column j of query i is masked out when
+ * j > i + causal_offset). Mask strides are in elements, 0 broadcasts.
+ * zero_masked_rows: 0 gives NaN for a row with every element masked (torch),
+ * 1 gives zeros. */
+typedef enum duet_mask_kind_t {
+  DUET_MASK_KIND_MIN_ENUM = -0x7fffffff - 1,
+  DUET_MASK_NONE = 0,
+  DUET_MASK_ADDITIVE = 1,
+  DUET_MASK_BOOLEAN = 2,
+  DUET_MASK_CAUSAL = 3,
+  DUET_MASK_KIND_MAX_ENUM = 0x7fffffff
+} duet_mask_kind_t;
+typedef struct duet_mask_t {
+  duet_mask_kind_t kind;
+  const void* data;
+  int64_t heads;
+  int64_t seq_q;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t row_stride;
+  int64_t causal_offset;
+} duet_mask_t;
+DUET_API duet_status_t duet_masked_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                           const void* x, int64_t x_stride, void* y, int64_t y_stride, float scale,
+                                           const duet_mask_t* mask, int zero_masked_rows, void* stream);
+/* dx = scale * y * (dy - sum(dy * y)) */
+DUET_API duet_status_t duet_masked_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows,
+                                                    int64_t cols, const void* y, int64_t y_stride, const void* dy,
+                                                    int64_t dy_stride, void* dx, int64_t dx_stride, float scale,
+                                                    void* stream);
+
+/* Cross-entropy over rows of cols logits with class-index targets
+ * (duet/cross_entropy.hpp has the semantics). `options` NULL means
+ * ignore_index -100, no label smoothing, no z-loss, reduction mean.
+ * Outputs: loss (float32: rows of them for DUET_REDUCTION_NONE, else one),
+ * lse (float32, rows, optional), grad (the logits' dtype, optional; the
+ * gradient for an upstream gradient of 1; may be the logits themselves).
+ * A target outside [0, cols) other than ignore_index: the host backend
+ * refuses the call with DUET_ERROR_INVALID_ARGUMENT; on a GPU that row's
+ * loss, lse and gradient are NaN and `invalid_targets` (device memory, one
+ * int32, optional) receives the count of such rows.
+ * Workspace as for softmax: duet_cross_entropy_workspace_size, then pass it,
+ * or NULL (0 bytes) to use duet's per-stream cache. */
+typedef enum duet_index_t {
+  DUET_INDEX_MIN_ENUM = -0x7fffffff - 1,
+  DUET_INDEX_I32 = 0,
+  DUET_INDEX_I64 = 1,
+  DUET_INDEX_MAX_ENUM = 0x7fffffff
+} duet_index_t;
+typedef enum duet_reduction_t {
+  DUET_REDUCTION_MIN_ENUM = -0x7fffffff - 1,
+  DUET_REDUCTION_NONE = 0,
+  DUET_REDUCTION_MEAN = 1,
+  DUET_REDUCTION_SUM = 2,
+  DUET_REDUCTION_MAX_ENUM = 0x7fffffff
+} duet_reduction_t;
+typedef struct duet_cross_entropy_options_t {
+  int64_t ignore_index;
+  float label_smoothing;
+  float z_loss;
+  duet_reduction_t reduction;
+} duet_cross_entropy_options_t;
+DUET_API duet_status_t duet_cross_entropy_workspace_size(duet_device_t device, int64_t rows,
+                                                         duet_reduction_t reduction, size_t* bytes);
+DUET_API duet_status_t duet_cross_entropy(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                          const void* logits, int64_t logits_stride, duet_index_t target_type,
+                                          const void* target, int64_t target_stride,
+                                          const duet_cross_entropy_options_t* options, float* loss, float* lse,
+                                          void* grad, int64_t grad_stride, int32_t* invalid_targets,
+                                          void* workspace, size_t workspace_bytes, void* stream);
+/* The gradient from the forward's lse and the upstream gradient grad_loss
+ * (float32: rows of them for DUET_REDUCTION_NONE, else one). */
+DUET_API duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows,
+                                                   int64_t cols, const void* logits, int64_t logits_stride,
+                                                   duet_index_t target_type, const void* target,
+                                                   int64_t target_stride, const duet_cross_entropy_options_t* options,
+                                                   const float* lse, const float* grad_loss, void* grad,
+                                                   int64_t grad_stride, void* workspace, size_t workspace_bytes,
+                                                   void* stream);
+
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
 /* Threads of the host backend: 0 = one per CPU (or DUET_HOST_THREADS). */

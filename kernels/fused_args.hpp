@@ -1,0 +1,83 @@
+// Arguments of the fused row operations (scaled and masked softmax,
+// cross-entropy): plain data, passed by value to every backend's kernels.
+// The semantics each field carries are the public API's
+// (duet/masked_softmax.hpp, duet/cross_entropy.hpp); the runtime has checked
+// every field before a backend sees it.
+#pragma once
+
+#include <cstdint>
+
+#include "softmax_args.hpp"
+#include "softmax_variants.hpp"
+
+namespace duet {
+
+enum class FusedOp : int {
+  masked_softmax = 0,           // out = softmax(scale * x + mask)
+  masked_softmax_backward = 1,  // out = scale * y * (dy - sum(dy * y)), x holding y
+  cross_entropy = 2,            // loss (and lse, and the gradient when out is set)
+  cross_entropy_backward = 3,   // out = the gradient, from the forward's lse
+};
+
+enum class MaskKind : int {
+  none = 0,
+  additive = 1,  // mask elements of the input's dtype, added after scaling
+  boolean = 2,   // one byte an element; nonzero masks the element out
+  causal = 3,    // no tensor: column j of query i is masked when j > i + causal_offset
+};
+
+enum class IndexType : int { i32 = 0, i64 = 1 };
+
+enum class Reduction : int { none = 0, mean = 1, sum = 2 };
+
+struct FusedArgs {
+  FusedOp op = FusedOp::masked_softmax;
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const void* x = nullptr;  // scores, y (masked_softmax_backward) or logits
+  std::int64_t x_stride = 0;
+  const void* dy = nullptr;  // masked_softmax_backward only
+  std::int64_t dy_stride = 0;
+  void* out = nullptr;  // y, dx, or the cross-entropy gradient (nullptr: none)
+  std::int64_t out_stride = 0;
+
+  // Scaled, masked softmax. Row r is query i = r % seq_q of head
+  // h = (r / seq_q) % heads of batch b = r / (seq_q * heads); its mask row
+  // starts at mask + b * mask_batch_stride + h * mask_head_stride +
+  // i * mask_row_stride (elements; 0 broadcasts), columns contiguous.
+  float scale = 1.0f;
+  MaskKind mask_kind = MaskKind::none;
+  const void* mask = nullptr;
+  std::int64_t heads = 1;
+  std::int64_t seq_q = 1;
+  std::int64_t mask_batch_stride = 0;
+  std::int64_t mask_head_stride = 0;
+  std::int64_t mask_row_stride = 0;
+  std::int64_t causal_offset = 0;
+  // A row with every element masked: 0 gives NaN (torch), 1 gives zeros.
+  int zero_masked_rows = 0;
+
+  // Cross-entropy.
+  const void* target = nullptr;  // rows indices of target_type
+  IndexType target_type = IndexType::i64;
+  std::int64_t target_stride = 1;
+  std::int64_t ignore_index = -100;
+  float label_smoothing = 0.0f;
+  float z_loss = 0.0f;
+  Reduction reduction = Reduction::mean;
+  float* loss = nullptr;               // rows floats (none) or one (mean, sum)
+  float* lse = nullptr;                // forward: rows floats, optional; backward: input
+  const float* grad_loss = nullptr;    // backward: rows floats (none) or one (mean, sum)
+  std::int32_t* invalid_targets = nullptr;  // optional: count of rows whose target is out of range
+  void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
+};
+
+// Where and how a GPU backend launches a fused operation (the planner's
+// choice, duet/fused_planner.hpp); the host backend ignores it.
+struct FusedLaunch {
+  int variant = -1;
+  LaunchGeometry geometry;
+};
+
+}  // namespace duet
