@@ -73,6 +73,15 @@ struct FusedArgs {
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
 };
 
+// Cross-entropy's workspace: two int32 counters at byte 0 (rows not
+// ignored, rows with an invalid target; the launch zeroes them), then for
+// reductions mean and sum one float per row at byte 16: the rows' losses,
+// which the reduction adds in a fixed order (the same sum every run).
+constexpr std::int64_t kCrossEntropyCountersBytes = 16;
+constexpr std::int64_t cross_entropy_workspace_bytes(std::int64_t rows, Reduction reduction) {
+  return kCrossEntropyCountersBytes + (reduction == Reduction::none ? 0 : (rows * 4 + 15) / 16 * 16);
+}
+
 // Where and how a GPU backend launches a fused operation (the planner's
 // choice, duet/fused_planner.hpp); the host backend ignores it.
 struct FusedLaunch {

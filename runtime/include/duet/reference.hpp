@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "duet/export.h"
+#include "fused_args.hpp"
 #include "softmax_variants.hpp"
 
 namespace duet::reference {
@@ -23,6 +24,33 @@ DUET_API std::vector<double> backward(const std::vector<float>& y, const std::ve
 // arithmetic, so the comparison scales by it.
 DUET_API std::vector<double> backward_scale(const std::vector<float>& y, const std::vector<float>& dy,
                                             std::int64_t rows, std::int64_t cols, Op op);
+
+// The fused operations (duet/masked_softmax.hpp, duet/cross_entropy.hpp),
+// row-major and contiguous, masks already broadcast to rows x cols.
+struct DenseMask {
+  MaskKind kind = MaskKind::none;
+  std::vector<float> additive;        // rows x cols, for additive
+  std::vector<std::uint8_t> boolean;  // rows x cols, nonzero = masked out, for boolean
+  std::int64_t seq_q = 1;             // causal: row r is query r % seq_q
+  std::int64_t causal_offset = 0;
+};
+DUET_API std::vector<double> masked_softmax(const std::vector<float>& x, std::int64_t rows, std::int64_t cols,
+                                            float scale, const DenseMask& mask, bool zero_masked_rows);
+DUET_API std::vector<double> masked_softmax_backward(const std::vector<float>& y, const std::vector<float>& dy,
+                                                     std::int64_t rows, std::int64_t cols, float scale);
+
+struct CrossEntropyReference {
+  std::vector<double> loss;  // rows (reduction none) or one
+  std::vector<double> lse;   // rows
+  std::vector<double> grad;  // rows x cols, for the upstream gradient given
+  std::int64_t counted = 0;  // rows not ignored
+};
+// grad_loss: rows values (reduction none) or one; targets as int64 (an
+// out-of-range target other than ignore_index throws invalid_argument).
+DUET_API CrossEntropyReference cross_entropy(const std::vector<float>& logits, std::int64_t rows, std::int64_t cols,
+                                             const std::vector<std::int64_t>& target, std::int64_t ignore_index,
+                                             double label_smoothing, double z_loss, Reduction reduction,
+                                             const std::vector<double>& grad_loss);
 
 // Storage <-> float for a dtype (16-bit types round to nearest even).
 DUET_API std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype);
