@@ -24,7 +24,7 @@
 //     invalid_targets is given, the count of such rows is written there
 //     (device memory, one int32; reading it synchronizes).
 //
-// Reductions need a small workspace (cross_entropy_workspace_size; CUB's
+// GPU calls need a small workspace (cross_entropy_workspace_size; CUB's
 // two-phase style as in duet/softmax.hpp): without one the call takes it
 // from duet's per-stream cache.
 #pragma once
@@ -68,7 +68,8 @@ struct CrossEntropyCall {
   std::optional<Workspace> workspace;
 };
 
-// Bytes of workspace a call of this shape needs (0 for reduction none).
+// Bytes of workspace a call of this shape needs on `dev`, forward or
+// backward: cross_entropy_workspace_bytes (fused_args.hpp) on GPUs, 0 on the host.
 DUET_API std::size_t cross_entropy_workspace_size(const Device& dev, std::int64_t rows, Reduction reduction);
 
 // The forward: checks (throws duet::Error, writing nothing), plans, launches.
