@@ -52,7 +52,7 @@ class CrossEntropyOptions(ctypes.Structure):
 
 
 _i32, _i64, _vp, _size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t
-_f32, _fp = ctypes.c_float, ctypes.POINTER(ctypes.c_float)
+_f32 = ctypes.c_float
 _FORWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64]
 _BACKWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _vp, _i64]
 # name -> (argument types, result type): every function this binding calls.
@@ -73,7 +73,8 @@ for _name in ("duet_softmax_backward", "duet_log_softmax_backward"):
     _SIGNATURES[_name] = (_BACKWARD + [_vp], _i32)
     _SIGNATURES[_name + "_ws"] = (_BACKWARD + [_vp, _size, _vp], _i32)
 
-# The fused operations (duet/masked_softmax.hpp, duet/cross_entropy.hpp):
+# The fused operations (duet/masked_softmax.hpp, duet/cross_entropy.hpp);
+# float* and int32_t* arguments are passed as addresses (c_void_p):
 # optional, so that a libduet from before them still loads for softmax;
 # using one that the library lacks raises (see `fused`).
 _OPTIONAL_SIGNATURES = {
@@ -82,9 +83,9 @@ _OPTIONAL_SIGNATURES = {
     "duet_masked_softmax_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _vp, _i64, _f32, _vp], _i32),
     "duet_cross_entropy_workspace_size": ([Device, _i64, _i32, ctypes.POINTER(_size)], _i32),
     "duet_cross_entropy": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, ctypes.POINTER(CrossEntropyOptions),
-                            _fp, _fp, _vp, _i64, ctypes.POINTER(ctypes.c_int32), _vp, _size, _vp], _i32),
+                            _vp, _vp, _vp, _i64, _vp, _vp, _size, _vp], _i32),
     "duet_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64,
-                                     ctypes.POINTER(CrossEntropyOptions), _fp, _fp, _vp, _i64, _vp, _size, _vp], _i32),
+                                     ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp], _i32),
 }
 
 
