@@ -280,20 +280,19 @@ def _autograd_kernel(name, kernel, fake, setup, backward):
     kernel (the fake one for meta tensors), with the same setup_context and
     backward as the torch >= 2.4 registration."""
 
-    class Function(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *inputs):
-            output = (fake if inputs[0].device.type == "meta" else kernel)(*inputs)
-            setup(ctx, inputs, output)
-            return output
+    def forward(ctx, *inputs):
+        output = (fake if inputs[0].device.type == "meta" else kernel)(*inputs)
+        setup(ctx, inputs, output)
+        return output
 
-        @staticmethod
-        @once_differentiable
-        def backward(ctx, *grads):
-            return backward(ctx, *grads)
+    def grad(ctx, *grads):
+        return backward(ctx, *grads)
 
-    Function.__name__ = f"{name}_autograd"
-    return Function.apply
+    # named so that grad_fn reads e.g. DuetCrossEntropyBackward
+    cls_name = "Duet" + "".join(part.capitalize() for part in name.split("_"))
+    function = type(cls_name, (torch.autograd.Function,),
+                    {"forward": staticmethod(forward), "backward": staticmethod(once_differentiable(grad))})
+    return function.apply
 
 
 def _registered():
@@ -320,7 +319,7 @@ _compiling = _ops._compiling
 
 # ------------------------------------------------------------------ the in-place (memory-saving) mode
 
-class _CrossEntropyInplace(torch.autograd.Function):
+class DuetCrossEntropyInplace(torch.autograd.Function):
     """The forward writes the gradient (for an upstream gradient of 1) over
     the logits and keeps it; the backward scales it in place by the upstream
     gradient, which it skips when that is exactly 1 (a scalar read: on a GPU,
@@ -489,7 +488,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise ValueError(f"duet.{fn}: inplace_backward=True overwrites the logits with their gradient, and "
                              "input is a leaf tensor that requires grad (its .grad would share its memory); pass "
                              "the output of the layer that makes the logits, or inplace_backward=False")
-        loss, lse = _CrossEntropyInplace.apply(*args)
+        loss, lse = DuetCrossEntropyInplace.apply(*args)
     else:
         loss, lse = _CROSS_ENTROPY(*args)
     if loss.dtype != input.dtype:
