@@ -89,6 +89,27 @@ std::optional<duet::Workspace> to_workspace(void* workspace, size_t bytes) {
   return duet::Workspace{workspace, bytes};
 }
 
+// The fields cross-entropy's forward and backward calls share.
+template <class Call>
+void set_common(Call& c, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* logits, int64_t logits_stride,
+                duet_index_t target_type, const void* target, int64_t target_stride,
+                const duet_cross_entropy_options_t* options, void* grad, int64_t grad_stride, void* workspace,
+                size_t workspace_bytes, void* stream) {
+  c.dtype = to_dtype(dtype);
+  c.rows = rows;
+  c.cols = cols;
+  c.logits = logits;
+  c.logits_stride = logits_stride;
+  c.target_type = to_index_type(target_type);
+  c.target = target;
+  c.target_stride = target_stride;
+  c.options = to_options(options);
+  c.grad = grad;
+  c.grad_stride = grad_stride;
+  c.stream = stream;
+  c.workspace = to_workspace(workspace, workspace_bytes);
+}
+
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
 using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
                            void*, std::int64_t, void*);
@@ -265,22 +286,11 @@ duet_status_t duet_cross_entropy(duet_device_t device, duet_dtype_t dtype, int64
                                  void* workspace, size_t workspace_bytes, void* stream) {
   return guarded([&] {
     duet::CrossEntropyCall c;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.logits = logits;
-    c.logits_stride = logits_stride;
-    c.target_type = to_index_type(target_type);
-    c.target = target;
-    c.target_stride = target_stride;
-    c.options = to_options(options);
+    set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
+               grad_stride, workspace, workspace_bytes, stream);
     c.loss = loss;
     c.lse = lse;
-    c.grad = grad;
-    c.grad_stride = grad_stride;
     c.invalid_targets = invalid_targets;
-    c.stream = stream;
-    c.workspace = to_workspace(workspace, workspace_bytes);
     duet::run(to_device(device), c);
   });
 }
@@ -292,21 +302,10 @@ duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dty
                                           size_t workspace_bytes, void* stream) {
   return guarded([&] {
     duet::CrossEntropyBackwardCall c;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.logits = logits;
-    c.logits_stride = logits_stride;
-    c.target_type = to_index_type(target_type);
-    c.target = target;
-    c.target_stride = target_stride;
-    c.options = to_options(options);
+    set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
+               grad_stride, workspace, workspace_bytes, stream);
     c.lse = lse;
     c.grad_loss = grad_loss;
-    c.grad = grad;
-    c.grad_stride = grad_stride;
-    c.stream = stream;
-    c.workspace = to_workspace(workspace, workspace_bytes);
     duet::run(to_device(device), c);
   });
 }

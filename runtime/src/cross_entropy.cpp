@@ -114,6 +114,12 @@ bool validate(const Device& dev, const Common& c, bool grad_required, std::initi
   return true;
 }
 
+template <class Call>
+Common common_of(const Call& call) {
+  return {call.dtype,  call.rows,          call.cols,    call.logits, call.logits_stride, call.target_type,
+          call.target, call.target_stride, call.options, call.grad,   call.grad_stride};
+}
+
 FusedArgs common_args(const Common& c) {
   FusedArgs a;
   a.dtype = c.dtype;
@@ -175,9 +181,7 @@ std::size_t cross_entropy_workspace_size(const Device& dev, std::int64_t rows, R
 }
 
 void run(const Device& dev, const CrossEntropyCall& call) {
-  const Common c{call.dtype,       call.rows,          call.cols,    call.logits, call.logits_stride,
-                 call.target_type, call.target,        call.target_stride, call.options, call.grad,
-                 call.grad_stride};
+  const Common c = common_of(call);
   const std::int64_t loss_floats = call.options.reduction == Reduction::none ? call.rows : 1;
   std::vector<Named> layouts;
   if (!validate(dev, c, false,
@@ -195,9 +199,7 @@ void run(const Device& dev, const CrossEntropyCall& call) {
 }
 
 void run(const Device& dev, const CrossEntropyBackwardCall& call) {
-  const Common c{call.dtype,       call.rows,          call.cols,    call.logits, call.logits_stride,
-                 call.target_type, call.target,        call.target_stride, call.options, call.grad,
-                 call.grad_stride};
+  const Common c = common_of(call);
   const std::int64_t grad_loss_floats = call.options.reduction == Reduction::none ? call.rows : 1;
   std::vector<Named> layouts;
   if (!validate(dev, c, true, {{call.lse, call.rows, "lse", true}, {call.grad_loss, grad_loss_floats, "grad_loss", true}},

@@ -85,25 +85,11 @@ bool validate(const Device& dev, const MaskedSoftmaxCall& c) {
   if (c.rows == 0 || c.cols == 0) return false;
   detail::check_cols(c.cols);
   require(std::isfinite(c.scale), bad, [&] { return "scale must be finite, got " + std::to_string(c.scale); });
-  const char* x_name = c.backward ? "y" : "x";
+  require(!c.backward || c.dy != nullptr, bad, [] { return std::string("dy is a null pointer"); });
   const char* out_name = c.backward ? "dx" : "y";
-  const int elem = dtype_size(c.dtype);
-  const std::string elem_name = to_string(c.dtype);
-  detail::check_pointer(c.x, elem, x_name, elem_name.c_str());
-  detail::check_pointer(c.out, elem, out_name, elem_name.c_str());
-  if (c.backward) detail::check_pointer(c.dy, elem, "dy", elem_name.c_str());
-  detail::check_stride(c.x_stride, c.cols, x_name);
-  detail::check_stride(c.out_stride, c.cols, out_name);
-  if (c.backward) detail::check_stride(c.dy_stride, c.cols, "dy");
-  const Layout out = layout_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
-  detail::check_apart(layout_of(c.x, c.rows, c.cols, c.x_stride, elem, x_name), x_name, out, out_name, true);
-  if (c.backward)
-    detail::check_apart(layout_of(c.dy, c.rows, c.cols, c.dy_stride, elem, "dy"), "dy", out, out_name, true);
-  else
-    validate_mask(dev, c, out, out_name);
-  detail::check_pointer_on(dev, c.x, x_name);
-  detail::check_pointer_on(dev, c.out, out_name);
-  if (c.backward) detail::check_pointer_on(dev, c.dy, "dy");
+  const Layout out = detail::check_row_matrices(dev, c.dtype, c.rows, c.cols, c.x, c.x_stride, c.backward ? "y" : "x",
+                                                c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, out_name);
+  if (!c.backward) validate_mask(dev, c, out, out_name);
   return true;
 }
 

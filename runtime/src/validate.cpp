@@ -116,6 +116,26 @@ void check_cols(std::int64_t cols) {
   require(cols < (std::int64_t(1) << 31), bad, [&] { return "cols must be below 2^31, got " + std::to_string(cols); });
 }
 
+Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                          std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
+                          const void* out, std::int64_t out_stride, const char* out_name) {
+  const int elem = dtype_size(dtype);
+  const std::string elem_name = to_string(dtype);
+  check_pointer(x, elem, x_name, elem_name.c_str());
+  check_pointer(out, elem, out_name, elem_name.c_str());
+  if (dy != nullptr) check_pointer(dy, elem, "dy", elem_name.c_str());
+  check_stride(x_stride, cols, x_name);
+  check_stride(out_stride, cols, out_name);
+  if (dy != nullptr) check_stride(dy_stride, cols, "dy");
+  const Layout o = layout_of(out, rows, cols, out_stride, elem, out_name);
+  check_apart(layout_of(x, rows, cols, x_stride, elem, x_name), x_name, o, out_name, true);
+  if (dy != nullptr) check_apart(layout_of(dy, rows, cols, dy_stride, elem, "dy"), "dy", o, out_name, true);
+  check_pointer_on(dev, x, x_name);
+  check_pointer_on(dev, out, out_name);
+  if (dy != nullptr) check_pointer_on(dev, dy, "dy");
+  return o;
+}
+
 void check_workspace(const Device& dev, const Workspace& w, std::int64_t needed, const char* size_function,
                      const std::vector<Named>& tensors) {
   require(w.data != nullptr && w.bytes >= static_cast<std::size_t>(needed), bad, [&] {

@@ -60,6 +60,14 @@ void check_stride(std::int64_t stride, std::int64_t cols, const char* name);
 // Refuses cols of 2^31 or more (the kernels index a row with 32 bits).
 void check_cols(std::int64_t cols);
 
+// The matrices of a row operation (softmax, masked softmax): x, and dy for
+// a backward (null: none), read; out written. Each non-null, aligned to its
+// elements, with a stride >= cols, an input exactly in place over out or
+// apart from it, all on `dev`. Returns out's layout.
+Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                          std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
+                          const void* out, std::int64_t out_stride, const char* out_name);
+
 // A caller's workspace for a call that needs `needed` bytes: large enough,
 // 16-byte aligned, on the call's device, and apart from every one of the
 // call's tensors.
