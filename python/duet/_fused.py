@@ -77,7 +77,7 @@ def _check_masked_softmax(input, mask, scale, causal, fn="masked_softmax"):
     return mask
 
 
-def masked_softmax_kernel(input, mask, scale, causal, causal_offset, zero_masked_rows, run=True):
+def _masked_softmax(input, mask, scale, causal, causal_offset, zero_masked_rows, run):
     mask = _check_masked_softmax(input, mask, scale, causal)
     y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     if run:
@@ -85,11 +85,16 @@ def masked_softmax_kernel(input, mask, scale, causal, causal_offset, zero_masked
     return y
 
 
+# The registered kernels have exactly the schemas' arguments.
+def masked_softmax_kernel(input, mask, scale, causal, causal_offset, zero_masked_rows):
+    return _masked_softmax(input, mask, scale, causal, causal_offset, zero_masked_rows, True)
+
+
 def masked_softmax_fake(input, mask, scale, causal, causal_offset, zero_masked_rows):
-    return masked_softmax_kernel(input, mask, scale, causal, causal_offset, zero_masked_rows, run=False)
+    return _masked_softmax(input, mask, scale, causal, causal_offset, zero_masked_rows, False)
 
 
-def masked_softmax_backward_kernel(grad_output, output, scale, run=True):
+def _masked_softmax_backward(grad_output, output, scale, run):
     fn = "masked_softmax_backward"
     T.result_dtype(output, None, fn)
     T.check_device(output, fn, "output")
@@ -100,8 +105,12 @@ def masked_softmax_backward_kernel(grad_output, output, scale, run=True):
     return dx
 
 
+def masked_softmax_backward_kernel(grad_output, output, scale):
+    return _masked_softmax_backward(grad_output, output, scale, True)
+
+
 def masked_softmax_backward_fake(grad_output, output, scale):
-    return masked_softmax_backward_kernel(grad_output, output, scale, run=False)
+    return _masked_softmax_backward(grad_output, output, scale, False)
 
 
 def _masked_softmax_setup(ctx, inputs, output):
@@ -196,8 +205,7 @@ def cross_entropy_inplace_fake(input, target, ignore_index, reduction, label_smo
     return _ce_forward(input, target, ignore_index, reduction, label_smoothing, z_loss, check_targets, True, False)
 
 
-def cross_entropy_backward_kernel(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss,
-                                  run=True):
+def _cross_entropy_backward(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss, run):
     fn = "cross_entropy_backward"
     _check_cross_entropy(input, target, ignore_index, reduction, label_smoothing, z_loss, fn)
     rows = input.shape[0]
@@ -214,9 +222,14 @@ def cross_entropy_backward_kernel(grad_loss, input, target, lse, ignore_index, r
     return grad
 
 
+def cross_entropy_backward_kernel(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss):
+    return _cross_entropy_backward(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss,
+                                   True)
+
+
 def cross_entropy_backward_fake(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss):
-    return cross_entropy_backward_kernel(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing,
-                                         z_loss, run=False)
+    return _cross_entropy_backward(grad_loss, input, target, lse, ignore_index, reduction, label_smoothing, z_loss,
+                                   False)
 
 
 def _cross_entropy_setup(ctx, inputs, output):
@@ -319,6 +332,12 @@ _compiling = _ops._compiling
 
 # ------------------------------------------------------------------ the in-place (memory-saving) mode
 
+def _capturing(t):
+    """Whether t is a CUDA tensor of a stream under CUDA graph capture (where
+    reading a value back is not allowed)."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 class DuetCrossEntropyInplace(torch.autograd.Function):
     """The forward writes the gradient (for an upstream gradient of 1) over
     the logits and keeps it; the backward scales it in place by the upstream
@@ -340,7 +359,7 @@ class DuetCrossEntropyInplace(torch.autograd.Function):
         (grad,) = ctx.saved_tensors
         if ctx.reduction == "none":
             torch.mul(grad, grad_loss.unsqueeze(1), out=grad)
-        elif not (T.dispatch_is_plain() and bool(grad_loss == 1)):
+        elif not (T.dispatch_is_plain() and not _capturing(grad_loss) and bool(grad_loss == 1)):
             torch.mul(grad, grad_loss, out=grad)
         return grad, None, None, None, None, None, None
 
@@ -453,25 +472,28 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     which reads the logits once and writes the gradient once.
     """
     fn = "cross_entropy"
+    # The unsupported arguments and shapes are refused under torch.compile too
+    # (constants and tensor metadata to dynamo); the type checks of the
+    # numbers only in eager (dynamo may pass an int as a SymInt).
+    for name, value in (("weight", weight), ("size_average", size_average), ("reduce", reduce)):
+        if value is not None:
+            raise NotImplementedError(f"duet.{fn}: {name}= is not supported (only None); use "
+                                      f"torch.nn.functional.cross_entropy for {name}")
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"duet.{fn}: input must be a torch.Tensor, got {type(input).__name__}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"duet.{fn}: target must be a torch.Tensor, got {type(target).__name__}")
+    if target.is_floating_point():
+        raise NotImplementedError(f"duet.{fn}: class-probability targets (target of dtype {target.dtype}) are "
+                                  "not supported; duet takes int64 or int32 class indices")
+    if input.dim() not in (1, 2):
+        raise NotImplementedError(
+            f"duet.{fn}: input of shape {tuple(input.shape)}: duet takes [N, C] or [C] (the class dimension "
+            "last); for torch's [N, C, d1, ...] use input.movedim(1, -1).reshape(-1, C) and target.reshape(-1)")
+    if input.dim() == 1 and target.dim() != 0:
+        raise ValueError(f"duet.{fn}: input of shape {tuple(input.shape)} takes a 0-d target, got shape "
+                         f"{tuple(target.shape)}")
     if not _compiling():
-        for name, value in (("weight", weight), ("size_average", size_average), ("reduce", reduce)):
-            if value is not None:
-                raise NotImplementedError(f"duet.{fn}: {name}= is not supported (only None); use "
-                                          f"torch.nn.functional.cross_entropy for {name}")
-        if not isinstance(input, torch.Tensor):
-            raise TypeError(f"duet.{fn}: input must be a torch.Tensor, got {type(input).__name__}")
-        if not isinstance(target, torch.Tensor):
-            raise TypeError(f"duet.{fn}: target must be a torch.Tensor, got {type(target).__name__}")
-        if target.is_floating_point():
-            raise NotImplementedError(f"duet.{fn}: class-probability targets (target of dtype {target.dtype}) are "
-                                      "not supported; duet takes int64 or int32 class indices")
-        if input.dim() not in (1, 2):
-            raise NotImplementedError(
-                f"duet.{fn}: input of shape {tuple(input.shape)}: duet takes [N, C] or [C] (the class dimension "
-                "last); for torch's [N, C, d1, ...] use input.movedim(1, -1).reshape(-1, C) and target.reshape(-1)")
-        if input.dim() == 1 and target.dim() != 0:
-            raise ValueError(f"duet.{fn}: input of shape {tuple(input.shape)} takes a 0-d target, got shape "
-                             f"{tuple(target.shape)}")
         ignore_index = _number(ignore_index, int, fn, "ignore_index")
         label_smoothing = _number(label_smoothing, float, fn, "label_smoothing")
         z_loss = _number(z_loss, float, fn, "z_loss")

@@ -439,7 +439,12 @@ def launch_cross_entropy(x, target, loss, lse, grad, ignore_index, reduction, la
         gm, copy_back = xm, (x if xm.data_ptr() != x.data_ptr() else None)
     elif grad is not None:
         gm = _view_2d(grad)
-    invalid = torch.zeros(1, dtype=torch.int32, device=x.device) if check_targets and index >= 0 else None
+    invalid = None
+    if check_targets and index >= 0:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"duet.{fn}: check_targets=True reads the count of invalid targets back, which "
+                               "CUDA graph capture does not allow; capture with check_targets=False")
+        invalid = torch.zeros(1, dtype=torch.int32, device=x.device)
     ws_ptr, ws_bytes, ws_keep = _ce_workspace(dev, rows, reduction, index, x.device)
     options = _ce_options(ignore_index, reduction, label_smoothing, z_loss)
     status = _lib.fused("duet_cross_entropy")(
