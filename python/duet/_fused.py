@@ -23,6 +23,7 @@ Library API (the one _ops.py defines the namespace with) with Meta
 kernels and Autograd kernels.
 """
 import math
+import numbers
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -367,10 +368,15 @@ class DuetCrossEntropyInplace(torch.autograd.Function):
 # ------------------------------------------------------------------ public functions
 
 def _number(value, kind, fn, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
-        raise TypeError(f"duet.{fn}: {name} must be {'a float' if kind is float else 'an int'}, "
-                        f"got {type(value).__name__}")
-    return kind(value)
+    """value as a Python int or float (numpy's scalars included; bool and
+    tensors refused, as torch's schemas refuse them)."""
+    if not isinstance(value, bool) and not isinstance(value, torch.Tensor):
+        if kind is int and isinstance(value, numbers.Integral):
+            return int(value)
+        if kind is float and isinstance(value, numbers.Real):
+            return float(value)
+    raise TypeError(f"duet.{fn}: {name} must be {'a float' if kind is float else 'an int'}, "
+                    f"got {type(value).__name__}")
 
 
 def _flag(value, fn, name):
