@@ -16,7 +16,7 @@ void expect_refused(Call&& call, const char* mentions, Status status = Status::i
     call();
     FAIL("accepted a bad call");
   } catch (const Error& e) {
-    INFO(e.what());
+    INFO(std::string(e.what()));
     CHECK(e.status() == status);
     CHECK(std::string(e.what()).find(mentions) != std::string::npos);
   }

@@ -20,6 +20,7 @@
 
 #include "duet/device.hpp"
 #include "host/host_kernels.hpp"
+#include "host/host_pool.hpp"
 #include "host/thread_pool.hpp"
 #include "host/work_split.hpp"
 
@@ -131,6 +132,10 @@ void require_host_ordinal(int ordinal) {
 
 }  // namespace
 
+PoolLease::PoolLease() : lock_(g_pool_mutex, std::defer_lock) {
+  if (!ThreadPool::on_worker_thread() && lock_.try_lock()) pool_ = &pool_locked();
+}
+
 int device_count() noexcept { return 1; }
 std::string no_device_reason() { return ""; }
 int runtime_version() noexcept { return 0; }
@@ -188,9 +193,8 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   const Variant& v = kCatalogue.at(static_cast<std::size_t>(variant));
   const int elem_bytes = v.dtype == DType::f32 ? 4 : 2;
   try {
-    std::unique_lock lock(g_pool_mutex, std::defer_lock);
-    ThreadPool* pool = nullptr;
-    if (!ThreadPool::on_worker_thread() && lock.try_lock()) pool = &pool_locked();
+    const PoolLease lease;
+    ThreadPool* pool = lease.pool();
     const HostWorkSplit split =
         host_work_split(args.rows, args.cols, elem_bytes, v.backward, pool ? pool->threads() : 1);
     run_split(pool, args, v.dtype, v.backward, split, elem_bytes);

@@ -1,11 +1,417 @@
-// Placeholder until the host's fused operations land.
+// The host backend's fused row operations (kernels/fused_args.hpp): scaled,
+// masked softmax forward and backward, cross-entropy forward and backward,
+// in float32 arithmetic over f32/f16/bf16 storage, rows in parallel on the
+// backend's thread pool.
+//
+// A row is walked in chunks of kChunk elements: each chunk is converted to
+// float32 (scaled and masked) into a buffer on the stack, then reduced while
+// it is in L1, and the chunks' (max, sum of exp) pairs combine online, so
+// the first pass reads the row from memory once; the second pass (the
+// outputs) reads it again, from cache for rows that fit there. The loops
+// over a chunk have no calls and no branches the compiler cannot turn into
+// selects (exp is a polynomial here), so they vectorize; sums of a row are
+// kept in double lanes, so float32 results stay within 1e-5 of float64.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "duet/float16.hpp"
+#include "host/host_pool.hpp"
+#include "host/work_split.hpp"
+
 #define DUET_NS host
 #include "backend_api.hpp"
+#undef DUET_NS
 
 namespace duet::host {
+namespace {
 
-void launch_fused(int, const FusedArgs&, const FusedLaunch&, void*) {
-  throw Error(Status::unsupported, "fused operations are not built yet");
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr std::int64_t kChunk = 1024;
+constexpr int kLanes = 8;
+
+// Storage types: float, and the 16-bit formats as raw words.
+struct F16 {
+  std::uint16_t bits;
+};
+struct BF16 {
+  std::uint16_t bits;
+};
+inline float to_float(float v) { return v; }
+inline float to_float(F16 v) { return f16_to_float(v.bits); }
+inline float to_float(BF16 v) { return bf16_to_float(v.bits); }
+template <class S>
+inline S from_float(float v) {
+  if constexpr (std::is_same_v<S, float>) return v;
+  else if constexpr (std::is_same_v<S, F16>) return F16{float_to_f16(v)};
+  else return BF16{float_to_bf16(v)};
+}
+
+template <class F>
+decltype(auto) with_storage(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f16: return f(F16{});
+    case DType::bf16: return f(BF16{});
+    default: return f(0.0f);
+  }
+}
+
+// exp(x) in float32 to about 2 ulp (Cephes' expf: x = n ln2 + r, a
+// polynomial in r, times 2^n), written without calls so loops over it
+// vectorize: exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN, underflow
+// below -87.3 flushes to 0.
+inline float fast_exp(float x) {
+  const bool nan = x != x;
+  const float xc = nan ? 0.0f : std::min(std::max(x, -87.33654f), 88.37626f);
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (xc * 1.44269504088896341f + kMagic) - kMagic;
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  const float e = y * scale;
+  return nan ? x : x > 88.72283f ? kInf : x < -87.33654f ? 0.0f : e;
+}
+
+// A row's running (max, sum of exp(v - max)), and whether a NaN was seen.
+struct Online {
+  float max = -kInf;
+  double sum = 0.0;
+  bool nan = false;
+};
+
+// Adds a chunk of n values to `o`.
+void absorb(Online& o, const float* v, std::int64_t n) {
+  float m = -kInf;
+  bool nan = false;
+  for (std::int64_t k = 0; k < n; ++k) {
+    m = v[k] > m ? v[k] : m;
+    nan |= v[k] != v[k];
+  }
+  o.nan |= nan;
+  const float nm = std::max(o.max, m);
+  if (nm == -kInf) return;  // every value so far is -inf
+  if (nm != o.max) {
+    o.sum *= double(fast_exp(o.max - nm));
+    o.max = nm;
+  }
+  double acc[kLanes] = {};
+  std::int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(fast_exp(v[k + l] - nm));
+  for (; k < n; ++k) acc[0] += double(fast_exp(v[k] - nm));
+  double s = 0.0;
+  for (double a : acc) s += a;
+  o.sum += s;
+}
+
+// Sum of a chunk in double lanes.
+double chunk_sum(const float* v, std::int64_t n) {
+  double acc[kLanes] = {};
+  std::int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(v[k + l]);
+  for (; k < n; ++k) acc[0] += double(v[k]);
+  double s = 0.0;
+  for (double a : acc) s += a;
+  return s;
+}
+
+template <class S>
+void load(const S* p, std::int64_t n, float* v) {
+  for (std::int64_t k = 0; k < n; ++k) v[k] = to_float(p[k]);
+}
+template <class S>
+void store(const float* v, std::int64_t n, S* p) {
+  for (std::int64_t k = 0; k < n; ++k) p[k] = from_float<S>(v[k]);
+}
+
+template <class S>
+const S* row_of(const void* base, std::int64_t row, std::int64_t stride) {
+  return static_cast<const S*>(base) + row * stride;
+}
+template <class S>
+S* row_of(void* base, std::int64_t row, std::int64_t stride) {
+  return static_cast<S*>(base) + row * stride;
+}
+
+// Runs body(row_begin, row_end) over every row, in parallel on the pool
+// when the call moves enough bytes (work_split.hpp's thresholds).
+template <class Body>
+void for_rows(std::int64_t rows, std::int64_t row_bytes, Body&& body) {
+  const PoolLease lease;
+  ThreadPool* pool = lease.pool();
+  const std::int64_t bytes = rows * row_bytes;
+  if (pool == nullptr || pool->threads() <= 1 || bytes < kHostParallelBytes) return body(std::int64_t(0), rows);
+  const std::int64_t by_size = std::max<std::int64_t>(1, bytes / kHostTaskBytes);
+  std::int64_t tasks = std::min({rows, std::int64_t(pool->threads()) * 4, by_size});
+  const std::int64_t per_task = (rows + tasks - 1) / tasks;
+  tasks = (rows + per_task - 1) / per_task;
+  pool->run(tasks, [&](std::int64_t t) { body(t * per_task, std::min(rows, (t + 1) * per_task)); });
+}
+
+// ------------------------------------------------------------- masked softmax
+
+// Chunk [begin, begin + n) of row `row`: scale * x + mask, masked elements -inf.
+template <class S>
+void scores(const FusedArgs& a, std::int64_t row, std::int64_t begin, std::int64_t n, float* v) {
+  const S* x = row_of<S>(a.x, row, a.x_stride) + begin;
+  const float scale = a.scale;
+  for (std::int64_t k = 0; k < n; ++k) v[k] = scale * to_float(x[k]);
+  if (a.mask_kind == MaskKind::none) return;
+  const std::int64_t q = row % a.seq_q;
+  if (a.mask_kind == MaskKind::causal) {
+    // Column j is masked when j > q + causal_offset.
+    const std::int64_t keep = std::clamp<std::int64_t>(q + a.causal_offset + 1 - begin, 0, n);
+    for (std::int64_t k = keep; k < n; ++k) v[k] = -kInf;
+    return;
+  }
+  const std::int64_t h = (row / a.seq_q) % a.heads;
+  const std::int64_t b = row / (a.seq_q * a.heads);
+  const std::int64_t offset = b * a.mask_batch_stride + h * a.mask_head_stride + q * a.mask_row_stride + begin;
+  if (a.mask_kind == MaskKind::boolean) {
+    const std::uint8_t* m = static_cast<const std::uint8_t*>(a.mask) + offset;
+    for (std::int64_t k = 0; k < n; ++k) v[k] = m[k] != 0 ? -kInf : v[k];
+  } else {
+    const S* m = static_cast<const S*>(a.mask) + offset;
+    for (std::int64_t k = 0; k < n; ++k) v[k] += to_float(m[k]);
+  }
+}
+
+template <class S>
+void masked_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
+  alignas(64) float v[kChunk];
+  for (std::int64_t r = begin; r < end; ++r) {
+    Online o;
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      scores<S>(a, r, c, n, v);
+      absorb(o, v, n);
+    }
+    S* y = row_of<S>(a.out, r, a.out_stride);
+    // A NaN makes the row NaN; a row whose every element is -inf (masked
+    // out) is NaN or zeros as asked; +inf makes the sum NaN (inf - inf).
+    if (o.nan || o.max == -kInf) {
+      const float fill = !o.nan && a.zero_masked_rows != 0 ? 0.0f : kNaN;
+      for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+        const std::int64_t n = std::min(kChunk, a.cols - c);
+        std::fill(v, v + n, fill);
+        store(v, n, y + c);
+      }
+      continue;
+    }
+    const float inv = float(1.0 / o.sum);
+    const float m = o.max;
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      scores<S>(a, r, c, n, v);
+      for (std::int64_t k = 0; k < n; ++k) v[k] = fast_exp(v[k] - m) * inv;
+      store(v, n, y + c);
+    }
+  }
+}
+
+// dx = scale * y * (dy - sum(dy * y)); in place over y or dy (each element
+// is read before it is written).
+template <class S>
+void masked_softmax_backward_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
+  alignas(64) float y[kChunk], g[kChunk];
+  for (std::int64_t r = begin; r < end; ++r) {
+    const S* yr = row_of<S>(a.x, r, a.x_stride);
+    const S* gr = row_of<S>(a.dy, r, a.dy_stride);
+    double dot = 0.0;
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      load(yr + c, n, y);
+      load(gr + c, n, g);
+      for (std::int64_t k = 0; k < n; ++k) g[k] *= y[k];
+      dot += chunk_sum(g, n);
+    }
+    const float s = float(dot), scale = a.scale;
+    S* dx = row_of<S>(a.out, r, a.out_stride);
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      load(yr + c, n, y);
+      load(gr + c, n, g);
+      for (std::int64_t k = 0; k < n; ++k) y[k] = scale * y[k] * (g[k] - s);
+      store(y, n, dx + c);
+    }
+  }
+}
+
+// ------------------------------------------------------------- cross-entropy
+
+std::int64_t target_of(const FusedArgs& a, std::int64_t row) {
+  return a.target_type == IndexType::i32 ? std::int64_t(static_cast<const std::int32_t*>(a.target)[row * a.target_stride])
+                                         : static_cast<const std::int64_t*>(a.target)[row * a.target_stride];
+}
+
+// Every row's target, read before anything is written: an out-of-range one
+// (not ignore_index) throws invalid_argument naming the row. Ignored rows
+// hold -1; `counted` is the rows not ignored.
+std::vector<std::int64_t> read_targets(const FusedArgs& a, std::int64_t* counted) {
+  std::vector<std::int64_t> t(static_cast<std::size_t>(a.rows));
+  std::int64_t n = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const std::int64_t v = target_of(a, r);
+    if (v == a.ignore_index) {
+      t[std::size_t(r)] = -1;
+      continue;
+    }
+    if (v < 0 || v >= a.cols)
+      throw Error(Status::invalid_argument, "cross_entropy: target " + std::to_string(v) + " of row " +
+                                                std::to_string(r) + " is outside [0, " + std::to_string(a.cols) +
+                                                ") and is not ignore_index " + std::to_string(a.ignore_index));
+    t[std::size_t(r)] = v;
+    ++n;
+  }
+  *counted = n;
+  return t;
+}
+
+// Writes a row's gradient, g * (p_j * c1 - eps / V) with p_j = exp(x_j - m)
+// * inv, then the target's element, g * (p_t * c1 - (1 - eps) - eps / V),
+// from `target_value` (computed by the caller in double, where p_t * c1 and
+// 1 - eps cancel). In place over the logits: each chunk is read first.
+template <class S>
+void write_gradient(const S* x, S* out, std::int64_t cols, float m, float inv, float g, float c1, float smooth,
+                    std::int64_t target, float target_value, float* v) {
+  const float gc = g * c1 * inv, gs = g * smooth;
+  for (std::int64_t c = 0; c < cols; c += kChunk) {
+    const std::int64_t n = std::min(kChunk, cols - c);
+    load(x + c, n, v);
+    for (std::int64_t k = 0; k < n; ++k) v[k] = gc * fast_exp(v[k] - m) - gs;
+    if (target >= c && target < c + n) v[target - c] = target_value;
+    store(v, n, out + c);
+  }
+}
+
+template <class S>
+void zero_row(S* out, std::int64_t cols) {
+  const S zero = from_float<S>(0.0f);
+  std::fill(out, out + cols, zero);
+}
+
+template <class S>
+void cross_entropy(const FusedArgs& a) {
+  std::int64_t counted = 0;
+  const std::vector<std::int64_t> targets = read_targets(a, &counted);
+  const double eps = a.label_smoothing, z = a.z_loss, cols = double(a.cols);
+  const bool none = a.reduction == Reduction::none;
+  // The upstream gradient of every row's loss, for the gradient written in
+  // the forward: 1, or 1 / counted for the mean.
+  const double g = a.reduction == Reduction::mean ? 1.0 / double(counted) : 1.0;
+  std::vector<float> losses(none ? 0 : static_cast<std::size_t>(a.rows));
+  float* row_loss = none ? a.loss : losses.data();
+  const int elem = a.dtype == DType::f32 ? 4 : 2;
+  for_rows(a.rows, a.cols * elem * (a.out != nullptr ? 2 : 1), [&](std::int64_t begin, std::int64_t end) {
+    alignas(64) float v[kChunk];
+    for (std::int64_t r = begin; r < end; ++r) {
+      const S* x = row_of<S>(a.x, r, a.x_stride);
+      const std::int64_t t = targets[std::size_t(r)];
+      Online o;
+      double sum_x = 0.0;
+      for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+        const std::int64_t n = std::min(kChunk, a.cols - c);
+        load(x + c, n, v);
+        absorb(o, v, n);
+        if (eps != 0.0) sum_x += chunk_sum(v, n);
+      }
+      // lse = max + log(sum): -inf for a row of -inf, NaN with a NaN or +inf.
+      const double lse = o.nan ? double(kNaN) : o.max == -kInf ? -double(kInf) : double(o.max) + std::log(o.sum);
+      if (a.lse != nullptr) a.lse[r] = float(lse);
+      if (t < 0) {
+        row_loss[r] = 0.0f;
+        if (a.out != nullptr) zero_row(row_of<S>(a.out, r, a.out_stride), a.cols);
+        continue;
+      }
+      const double xt = double(to_float(x[t]));
+      row_loss[r] = float(lse - (1.0 - eps) * xt - (eps / cols) * sum_x + z * lse * lse);
+      if (a.out == nullptr) continue;
+      // p_j = exp(x_j - max) / sum; the target's element in double:
+      // g * ((e_t * c1 - (1 - eps) * sum) / sum - eps / V).
+      const double c1 = 1.0 + 2.0 * z * lse;
+      const double e_t = std::exp(xt - double(o.max));
+      const double target_value = g * ((e_t * c1 - (1.0 - eps) * o.sum) / o.sum - eps / cols);
+      write_gradient(x, row_of<S>(a.out, r, a.out_stride), a.cols, o.max, float(1.0 / o.sum), float(g), float(c1),
+                     float(eps / cols), t, float(target_value), v);
+    }
+  });
+  if (a.invalid_targets != nullptr) *a.invalid_targets = 0;
+  if (none) return;
+  // The rows' losses added in row order: the same sum every run.
+  double total = 0.0;
+  for (float l : losses) total += double(l);
+  a.loss[0] = a.reduction == Reduction::mean ? float(total / double(counted)) : float(total);
+}
+
+template <class S>
+void cross_entropy_backward(const FusedArgs& a) {
+  std::int64_t counted = 0;
+  const std::vector<std::int64_t> targets = read_targets(a, &counted);
+  const double eps = a.label_smoothing, z = a.z_loss, cols = double(a.cols);
+  const int elem = a.dtype == DType::f32 ? 4 : 2;
+  for_rows(a.rows, a.cols * elem * 2, [&](std::int64_t begin, std::int64_t end) {
+    alignas(64) float v[kChunk];
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t t = targets[std::size_t(r)];
+      S* out = row_of<S>(a.out, r, a.out_stride);
+      if (t < 0) {
+        zero_row(out, a.cols);
+        continue;
+      }
+      const double g = a.reduction == Reduction::none  ? double(a.grad_loss[r])
+                       : a.reduction == Reduction::mean ? double(a.grad_loss[0]) / double(counted)
+                                                        : double(a.grad_loss[0]);
+      const S* x = row_of<S>(a.x, r, a.x_stride);
+      const double lse = a.lse[r];
+      const double c1 = 1.0 + 2.0 * z * lse;
+      const double p_t = std::exp(double(to_float(x[t])) - lse);
+      const double target_value = g * (p_t * c1 - (1.0 - eps) - eps / cols);
+      // p_j = exp(x_j - lse): the max is lse and the inverse sum 1.
+      write_gradient(x, out, a.cols, float(lse), 1.0f, float(g), float(c1), float(eps / cols), t,
+                     float(target_value), v);
+    }
+  });
+}
+
+}  // namespace
+
+void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*) {
+  if (ordinal != 0)
+    throw Error(Status::no_device, "host device " + std::to_string(ordinal) + " does not exist (1 found)");
+  if (args.rows == 0 || args.cols == 0) return;
+  try {
+    with_storage(args.dtype, [&](auto tag) {
+      using S = decltype(tag);
+      const std::int64_t row_bytes = args.cols * std::int64_t(sizeof(S));
+      switch (args.op) {
+        case FusedOp::masked_softmax:
+          return for_rows(args.rows, row_bytes * 2,
+                          [&](std::int64_t b, std::int64_t e) { masked_softmax_rows<S>(args, b, e); });
+        case FusedOp::masked_softmax_backward:
+          return for_rows(args.rows, row_bytes * 3,
+                          [&](std::int64_t b, std::int64_t e) { masked_softmax_backward_rows<S>(args, b, e); });
+        case FusedOp::cross_entropy: return cross_entropy<S>(args);
+        case FusedOp::cross_entropy_backward: return cross_entropy_backward<S>(args);
+      }
+      throw Error(Status::invalid_argument, "unknown fused op code " + std::to_string(static_cast<int>(args.op)));
+    });
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::out_of_memory, "the host backend ran out of memory for a " + std::to_string(args.rows) +
+                                           " x " + std::to_string(args.cols) + " fused call");
+  }
 }
 
 }  // namespace duet::host

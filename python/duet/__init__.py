@@ -6,6 +6,8 @@ torch.compile, torch.export, CUDA graphs and autograd see them).
     y = duet.softmax(x, dim=-1)              # torch.softmax's signature; differentiable
     duet.log_softmax(x, dtype=torch.float32, out=y)
     layer = duet.nn.LogSoftmax(dim=-1)
+    p = duet.masked_softmax(scores, mask, scale=d ** -0.5)   # or causal=True
+    loss = duet.cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.1)
 
 CUDA (and ROCm) tensors run on their GPU on torch's current stream; CPU
 tensors on duet's host backend. Without torch, softmax/log_softmax take
@@ -21,11 +23,13 @@ except ImportError:
 
 if _torch is not None:
     from ._ops import log_softmax, log_softmax_backward, softmax, softmax_backward
+    from ._fused import cross_entropy, masked_softmax, masked_softmax_backward
 else:
     from ._cai import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 __all__ = ["DuetError", "library", "library_path", "version", "devices", "softmax", "log_softmax",
-           "softmax_backward", "log_softmax_backward", "nn", "autograd", "__version__"]
+           "softmax_backward", "log_softmax_backward", "masked_softmax", "masked_softmax_backward", "cross_entropy",
+           "nn", "autograd", "__version__"]
 
 
 def __getattr__(name):

@@ -30,7 +30,29 @@ class Device(ctypes.Structure):
         return f"{_BACKEND_NAMES.get(self.backend, self.backend)}:{self.ordinal}"
 
 
+# duet_mask_kind_t, duet_index_t, duet_reduction_t
+MASK_NONE, MASK_ADDITIVE, MASK_BOOLEAN, MASK_CAUSAL = 0, 1, 2, 3
+INDEX_I32, INDEX_I64 = 0, 1
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+# duet_status_t values the binding maps to torch's exception types
+STATUS_INVALID_ARGUMENT, STATUS_UNSUPPORTED = 1, 3
+
+
+class Mask(ctypes.Structure):
+    """duet_mask_t: a mask of rows = batch * heads * seq_q rows (strides in elements, 0 broadcasts)."""
+    _fields_ = [("kind", ctypes.c_int), ("data", ctypes.c_void_p), ("heads", ctypes.c_int64),
+                ("seq_q", ctypes.c_int64), ("batch_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64),
+                ("row_stride", ctypes.c_int64), ("causal_offset", ctypes.c_int64)]
+
+
+class CrossEntropyOptions(ctypes.Structure):
+    """duet_cross_entropy_options_t."""
+    _fields_ = [("ignore_index", ctypes.c_int64), ("label_smoothing", ctypes.c_float),
+                ("z_loss", ctypes.c_float), ("reduction", ctypes.c_int)]
+
+
 _i32, _i64, _vp, _size = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t
+_f32 = ctypes.c_float
 _FORWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64]
 _BACKWARD = [Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _vp, _i64]
 # name -> (argument types, result type): every function this binding calls.
@@ -50,6 +72,21 @@ for _name in ("duet_softmax", "duet_log_softmax"):
 for _name in ("duet_softmax_backward", "duet_log_softmax_backward"):
     _SIGNATURES[_name] = (_BACKWARD + [_vp], _i32)
     _SIGNATURES[_name + "_ws"] = (_BACKWARD + [_vp, _size, _vp], _i32)
+
+# The fused operations (duet/masked_softmax.hpp, duet/cross_entropy.hpp);
+# float* and int32_t* arguments are passed as addresses (c_void_p):
+# optional, so that a libduet from before them still loads for softmax;
+# using one that the library lacks raises (see `fused`).
+_OPTIONAL_SIGNATURES = {
+    "duet_masked_softmax": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _f32, ctypes.POINTER(Mask), _i32, _vp],
+                            _i32),
+    "duet_masked_softmax_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _i64, _vp, _i64, _f32, _vp], _i32),
+    "duet_cross_entropy_workspace_size": ([Device, _i64, _i32, ctypes.POINTER(_size)], _i32),
+    "duet_cross_entropy": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, ctypes.POINTER(CrossEntropyOptions),
+                            _vp, _vp, _vp, _i64, _vp, _vp, _size, _vp], _i32),
+    "duet_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64,
+                                     ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp], _i32),
+}
 
 
 def library_path():
@@ -73,7 +110,9 @@ def _load(path):
     if missing:
         raise OSError(f"duet: {path!r} is not a libduet this binding can use: it lacks "
                       f"{', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}")
-    for name, (args, result) in _SIGNATURES.items():
+    for name, (args, result) in (*_SIGNATURES.items(), *_OPTIONAL_SIGNATURES.items()):
+        if not hasattr(lib, name):
+            continue  # an optional function (checked on use by `fused`)
         fn = getattr(lib, name)
         fn.argtypes = args
         fn.restype = result
@@ -126,4 +165,22 @@ def workspace_size(dev, dtype_code, rows, cols, backward):
     """Bytes of caller workspace a call of this shape needs (0 for most)."""
     n = ctypes.c_size_t()
     check(library().duet_softmax_workspace_size(dev, dtype_code, rows, cols, int(backward), ctypes.byref(n)))
+    return n.value
+
+
+def fused(name):
+    """libduet's function `name` of the fused operations, or an OSError
+    saying that the loaded libduet predates them."""
+    lib = library()
+    if not hasattr(lib, name):
+        raise OSError(f"duet: {library_path()!r} (libduet {version()}) has no {name}: it predates the fused "
+                      "operations (masked softmax, cross-entropy); rebuild or reinstall duet")
+    return getattr(lib, name)
+
+
+def cross_entropy_workspace_size(dev, rows, reduction):
+    """Bytes of caller workspace a cross-entropy call of `rows` rows needs
+    (0 on the host backend)."""
+    n = ctypes.c_size_t()
+    check(fused("duet_cross_entropy_workspace_size")(dev, rows, reduction, ctypes.byref(n)))
     return n.value

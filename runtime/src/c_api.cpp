@@ -2,12 +2,15 @@
 #include "duet/duet.h"
 
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "backend_registry.hpp"
 #include "duet/config.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
+#include "duet/cross_entropy.hpp"
+#include "duet/masked_softmax.hpp"
 #include "duet/softmax.hpp"
 
 namespace {
@@ -53,6 +56,59 @@ duet::DType to_dtype(duet_dtype_t d) {
   return static_cast<duet::DType>(d);
 }
 duet::Device to_device(duet_device_t d) { return duet::device(to_kind(d.backend), d.ordinal); }
+
+duet::MaskKind to_mask_kind(duet_mask_kind_t k) {
+  if (k != DUET_MASK_NONE && k != DUET_MASK_ADDITIVE && k != DUET_MASK_BOOLEAN && k != DUET_MASK_CAUSAL)
+    throw duet::Error(duet::Status::invalid_argument, "unsupported mask kind code " + std::to_string(static_cast<int>(k)));
+  return static_cast<duet::MaskKind>(k);
+}
+duet::IndexType to_index_type(duet_index_t t) {
+  if (t != DUET_INDEX_I32 && t != DUET_INDEX_I64)
+    throw duet::Error(duet::Status::invalid_argument,
+                      "unsupported target index type code " + std::to_string(static_cast<int>(t)));
+  return static_cast<duet::IndexType>(t);
+}
+duet::Reduction to_reduction(duet_reduction_t r) {
+  if (r != DUET_REDUCTION_NONE && r != DUET_REDUCTION_MEAN && r != DUET_REDUCTION_SUM)
+    throw duet::Error(duet::Status::invalid_argument, "unsupported reduction code " + std::to_string(static_cast<int>(r)));
+  return static_cast<duet::Reduction>(r);
+}
+// NULL: the defaults (ignore_index -100, no smoothing, no z-loss, mean).
+duet::CrossEntropyOptions to_options(const duet_cross_entropy_options_t* o) {
+  duet::CrossEntropyOptions out;
+  if (o == nullptr) return out;
+  out.ignore_index = o->ignore_index;
+  out.label_smoothing = o->label_smoothing;
+  out.z_loss = o->z_loss;
+  out.reduction = to_reduction(o->reduction);
+  return out;
+}
+// NULL or 0 bytes: duet's per-stream cache.
+std::optional<duet::Workspace> to_workspace(void* workspace, size_t bytes) {
+  if (workspace == nullptr && bytes == 0) return std::nullopt;
+  return duet::Workspace{workspace, bytes};
+}
+
+// The fields cross-entropy's forward and backward calls share.
+template <class Call>
+void set_common(Call& c, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* logits, int64_t logits_stride,
+                duet_index_t target_type, const void* target, int64_t target_stride,
+                const duet_cross_entropy_options_t* options, void* grad, int64_t grad_stride, void* workspace,
+                size_t workspace_bytes, void* stream) {
+  c.dtype = to_dtype(dtype);
+  c.rows = rows;
+  c.cols = cols;
+  c.logits = logits;
+  c.logits_stride = logits_stride;
+  c.target_type = to_index_type(target_type);
+  c.target = target;
+  c.target_stride = target_stride;
+  c.options = to_options(options);
+  c.grad = grad;
+  c.grad_stride = grad_stride;
+  c.stream = stream;
+  c.workspace = to_workspace(workspace, workspace_bytes);
+}
 
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
 using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
@@ -188,6 +244,70 @@ duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_dtype_t dt
                                            void* stream) {
   return backward_ws(&duet::log_softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx,
                      dx_stride, workspace, workspace_bytes, stream);
+}
+duet_status_t duet_masked_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                                  int64_t x_stride, void* y, int64_t y_stride, float scale, const duet_mask_t* mask,
+                                  int zero_masked_rows, void* stream) {
+  return guarded([&] {
+    duet::Mask m;
+    if (mask != nullptr) {
+      m.kind = to_mask_kind(mask->kind);
+      m.data = mask->data;
+      m.heads = mask->heads;
+      m.seq_q = mask->seq_q;
+      m.batch_stride = mask->batch_stride;
+      m.head_stride = mask->head_stride;
+      m.row_stride = mask->row_stride;
+      m.causal_offset = mask->causal_offset;
+    }
+    duet::masked_softmax(to_device(device), to_dtype(dtype), rows, cols, x, x_stride, y, y_stride, scale, m,
+                         zero_masked_rows != 0, stream);
+  });
+}
+duet_status_t duet_masked_softmax_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                           const void* y, int64_t y_stride, const void* dy, int64_t dy_stride,
+                                           void* dx, int64_t dx_stride, float scale, void* stream) {
+  return guarded([&] {
+    duet::masked_softmax_backward(to_device(device), to_dtype(dtype), rows, cols, y, y_stride, dy, dy_stride, dx,
+                                  dx_stride, scale, stream);
+  });
+}
+duet_status_t duet_cross_entropy_workspace_size(duet_device_t device, int64_t rows, duet_reduction_t reduction,
+                                                size_t* bytes) {
+  return guarded([&] {
+    duet::require(bytes != nullptr, duet::Status::invalid_argument, "bytes is a null pointer");
+    *bytes = duet::cross_entropy_workspace_size(to_device(device), rows, to_reduction(reduction));
+  });
+}
+duet_status_t duet_cross_entropy(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                 const void* logits, int64_t logits_stride, duet_index_t target_type,
+                                 const void* target, int64_t target_stride, const duet_cross_entropy_options_t* options,
+                                 float* loss, float* lse, void* grad, int64_t grad_stride, int32_t* invalid_targets,
+                                 void* workspace, size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    duet::CrossEntropyCall c;
+    set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
+               grad_stride, workspace, workspace_bytes, stream);
+    c.loss = loss;
+    c.lse = lse;
+    c.invalid_targets = invalid_targets;
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                          const void* logits, int64_t logits_stride, duet_index_t target_type,
+                                          const void* target, int64_t target_stride,
+                                          const duet_cross_entropy_options_t* options, const float* lse,
+                                          const float* grad_loss, void* grad, int64_t grad_stride, void* workspace,
+                                          size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    duet::CrossEntropyBackwardCall c;
+    set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
+               grad_stride, workspace, workspace_bytes, stream);
+    c.lse = lse;
+    c.grad_loss = grad_loss;
+    duet::run(to_device(device), c);
+  });
 }
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
+#include "duet/error.hpp"
 #include "duet/float16.hpp"
 
 namespace duet::reference {
@@ -59,6 +61,112 @@ std::vector<double> backward_scale(const std::vector<float>& y, const std::vecto
     scale[std::size_t(r)] = m;
   }
   return scale;
+}
+
+std::vector<double> masked_softmax(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, float scale,
+                                   const DenseMask& mask, bool zero_masked_rows) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> y(x.size());
+  std::vector<double> v(static_cast<std::size_t>(cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::size_t row = std::size_t(r * cols);
+    // v = scale * x + mask; a boolean or causal mask replaces the element
+    // with -inf whatever it was (Tensor.masked_fill), an additive one adds.
+    bool has_nan = false;
+    double m = -inf;
+    for (std::int64_t i = 0; i < cols; ++i) {
+      double e = double(scale) * double(x[row + std::size_t(i)]);
+      switch (mask.kind) {
+        case MaskKind::additive: e += double(mask.additive[row + std::size_t(i)]); break;
+        case MaskKind::boolean:
+          if (mask.boolean[row + std::size_t(i)] != 0) e = -inf;
+          break;
+        case MaskKind::causal:
+          if (i > r % mask.seq_q + mask.causal_offset) e = -inf;
+          break;
+        default: break;
+      }
+      v[std::size_t(i)] = e;
+      has_nan = has_nan || std::isnan(e);
+      if (!std::isnan(e)) m = std::max(m, e);
+    }
+    // A NaN makes the row NaN (torch); a row whose every element is -inf
+    // (masked out) is NaN, or zeros with zero_masked_rows; +inf makes the
+    // row NaN (inf - inf).
+    if (has_nan || m == -inf) {
+      const double fill = !has_nan && zero_masked_rows ? 0.0 : nan;
+      std::fill(y.begin() + std::ptrdiff_t(row), y.begin() + std::ptrdiff_t(row) + cols, fill);
+      continue;
+    }
+    double s = 0.0;
+    for (std::int64_t i = 0; i < cols; ++i) s += std::exp(v[std::size_t(i)] - m);
+    for (std::int64_t i = 0; i < cols; ++i) y[row + std::size_t(i)] = std::exp(v[std::size_t(i)] - m) / s;
+  }
+  return y;
+}
+
+std::vector<double> masked_softmax_backward(const std::vector<float>& y, const std::vector<float>& dy,
+                                            std::int64_t rows, std::int64_t cols, float scale) {
+  std::vector<double> dx = backward(y, dy, rows, cols, Op::softmax);
+  for (double& d : dx) d *= double(scale);
+  return dx;
+}
+
+CrossEntropyReference cross_entropy(const std::vector<float>& logits, std::int64_t rows, std::int64_t cols,
+                                    const std::vector<std::int64_t>& target, std::int64_t ignore_index,
+                                    double label_smoothing, double z_loss, Reduction reduction,
+                                    const std::vector<double>& grad_loss) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const double eps = label_smoothing, V = double(cols);
+  CrossEntropyReference out;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t t = target[std::size_t(r)];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= cols)
+      throw Error(Status::invalid_argument, "reference cross_entropy: target " + std::to_string(t) + " of row " +
+                                                std::to_string(r) + " is out of range");
+    ++out.counted;
+  }
+  const bool none = reduction == Reduction::none;
+  std::vector<double> loss(static_cast<std::size_t>(rows), 0.0);
+  out.lse.assign(static_cast<std::size_t>(rows), 0.0);
+  out.grad.assign(static_cast<std::size_t>(rows * cols), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.data() + r * cols;
+    // lse = max + log(sum exp(x - max)): -inf for a row of -inf (as
+    // torch.logsumexp), NaN with a NaN or +inf (inf - inf).
+    double m = -inf, sum_x = 0.0;
+    bool has_nan = false;
+    for (std::int64_t i = 0; i < cols; ++i) {
+      has_nan = has_nan || std::isnan(x[i]);
+      if (!std::isnan(x[i])) m = std::max(m, double(x[i]));
+      sum_x += double(x[i]);
+    }
+    double s = 0.0;
+    if (m != -inf)
+      for (std::int64_t i = 0; i < cols; ++i) s += std::exp(double(x[i]) - m);
+    const double lse = has_nan ? nan : m == -inf ? -inf : m + std::log(s);
+    out.lse[std::size_t(r)] = lse;
+    const std::int64_t t = target[std::size_t(r)];
+    if (t == ignore_index) continue;  // loss 0, gradient 0
+    const double xt = double(x[t]);
+    // (1 - eps)(lse - x_t) + eps (lse - mean_j x_j) + z lse^2
+    loss[std::size_t(r)] = lse - (1.0 - eps) * xt - (eps / V) * sum_x + z_loss * lse * lse;
+    const double g = none ? grad_loss[std::size_t(r)]
+                          : reduction == Reduction::mean ? grad_loss[0] / double(out.counted) : grad_loss[0];
+    const double c1 = 1.0 + 2.0 * z_loss * lse;
+    for (std::int64_t i = 0; i < cols; ++i)
+      out.grad[std::size_t(r * cols + i)] =
+          g * (std::exp(double(x[i]) - lse) * c1 - (i == t ? 1.0 - eps : 0.0) - eps / V);
+  }
+  if (none) {
+    out.loss = loss;
+  } else {
+    double total = 0.0;
+    for (double l : loss) total += l;
+    out.loss = {reduction == Reduction::mean ? total / double(out.counted) : total};
+  }
+  return out;
 }
 
 std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype) {

@@ -12,97 +12,15 @@
 #include "backend_registry.hpp"
 #include "duet/error.hpp"
 #include "log.hpp"
+#include "validate.hpp"
+#include "workspaces.hpp"
 
 namespace duet {
 namespace {
 
 // ------------------------------------------------------------- validation
-// The largest span a matrix may cover: 2^48 bytes (256 TiB), past the
-// user address space of x86-64 and AArch64 with 4-level page tables and the
-// memory of any device. A larger span can only come from a size mistake.
-constexpr std::int64_t kMaxSpanBytes = std::int64_t(1) << 48;
-
-// Where a rows x cols matrix of `elem`-byte elements with a row stride
-// (elements) lies: rows at begin + r * stride_bytes, each row_bytes long.
-struct Layout {
-  std::uintptr_t begin = 0;
-  std::int64_t rows = 0;
-  std::int64_t stride_bytes = 0;
-  std::int64_t row_bytes = 0;
-  std::uintptr_t end = 0;  // one past the last byte of the last row
-};
-
-Layout layout_of(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride, int elem,
-                 const char* what) {
-  std::int64_t last = 0, bytes = 0;
-  const bool overflow = __builtin_mul_overflow(rows - 1, stride, &last) ||
-                        __builtin_add_overflow(last, cols, &last) ||
-                        __builtin_mul_overflow(last, std::int64_t(elem), &bytes);
-  require(!overflow && bytes <= kMaxSpanBytes, Status::invalid_argument, [&] {
-    return std::string(what) + ": " + std::to_string(rows) + " rows of stride " + std::to_string(stride) +
-           " elements span more than 2^48 bytes: the size overflows any device's address space";
-  });
-  const auto b = reinterpret_cast<std::uintptr_t>(p);
-  require(b + static_cast<std::uintptr_t>(bytes) >= b, Status::invalid_argument,
-          [&] { return std::string(what) + ": the matrix wraps past the end of the address space"; });
-  const std::int64_t row_bytes = cols * elem;
-  return {b, rows, rows == 1 ? row_bytes : stride * elem, row_bytes, b + static_cast<std::uintptr_t>(bytes)};
-}
-
-// Whether two matrices share a byte. Rows are disjoint, increasing
-// intervals, so bounding ranges answer first; interleaved layouts (x in the
-// even row slots of a buffer, y in the odd ones) need the rows themselves.
-enum class Overlap { none, shared, unchecked };
-// Rows merged, for two different strides, before giving up (`unchecked`).
-constexpr std::int64_t kMaxOverlapWalk = std::int64_t(1) << 20;
-
-Overlap overlap(const Layout& a, const Layout& b) {
-  if (!(a.begin < b.end && b.begin < a.end)) return Overlap::none;
-  if (a.rows == 1 || b.rows == 1 || a.stride_bytes == b.stride_bytes) {
-    // One stride s (a single row can take any): rows i of a and j of b meet
-    // when -wb < d + k s < wa for d = b - a and k = j - i, which holds for
-    // one range of k; the matrices meet if it shares a k with the rows'.
-    using i128 = __int128;
-    auto floor_div = [](i128 n, i128 q) { return n >= 0 ? n / q : -((-n + q - 1) / q); };
-    const i128 s = a.rows > 1 ? a.stride_bytes : b.rows > 1 ? b.stride_bytes : 1;
-    const i128 d = static_cast<i128>(b.begin) - static_cast<i128>(a.begin);
-    const i128 k_min = floor_div(-b.row_bytes - d, s) + 1;
-    const i128 k_max = -floor_div(-(a.row_bytes - d), s) - 1;  // ceil((wa - d) / s) - 1
-    const i128 lo = k_min > -(a.rows - 1) ? k_min : -(a.rows - 1);
-    const i128 hi = k_max < b.rows - 1 ? k_max : b.rows - 1;
-    return lo <= hi ? Overlap::shared : Overlap::none;
-  }
-  // Different strides: merge the two sorted lists of rows.
-  std::int64_t i = 0, j = 0;
-  for (std::int64_t steps = 0; i < a.rows && j < b.rows; ++steps) {
-    if (steps == kMaxOverlapWalk) return Overlap::unchecked;
-    const std::uintptr_t ai = a.begin + std::uintptr_t(i * a.stride_bytes);
-    const std::uintptr_t bj = b.begin + std::uintptr_t(j * b.stride_bytes);
-    if (ai < bj + std::uintptr_t(b.row_bytes) && bj < ai + std::uintptr_t(a.row_bytes)) return Overlap::shared;
-    if (ai < bj)
-      ++i;
-    else
-      ++j;
-  }
-  return Overlap::none;
-}
-
-void check_pointer_on(const Device& dev, const void* p, const char* what) {
-  if (dev.is_gpu()) {
-    const int on = detail::backend(dev.backend()).pointer_device(p);
-    if (on < 0)
-      throw Error(Status::invalid_argument, std::string(what) + " is not " + std::string(to_string(dev.backend())) +
-                                                " device memory (a host pointer?) but the call runs on " + dev.label());
-    if (on != dev.ordinal())
-      throw Error(Status::invalid_argument, std::string(what) + " lives on " + std::string(to_string(dev.backend())) +
-                                                ":" + std::to_string(on) + " but the call runs on " + dev.label());
-  } else {
-    for (const auto* ops : detail::backends())
-      if (ops->kind != BackendKind::host && ops->device_count() > 0 && ops->pointer_device(p) >= 0)
-        throw Error(Status::invalid_argument, std::string(what) + " is " + std::string(to_string(ops->kind)) +
-                                                  " device memory but the call runs on the host");
-  }
-}
+using detail::Layout;
+using detail::layout_of;
 
 // Returns false for an empty call (nothing to do).
 bool validate(const Device& dev, const SoftmaxCall& c) {
@@ -112,54 +30,14 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
   require(c.rows >= 0 && c.cols >= 0, bad, [&] {
     return "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols);
   });
-  require(c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16, bad,
-          [&] { return "unsupported dtype code " + std::to_string(static_cast<int>(c.dtype)); });
+  detail::check_dtype(c.dtype);
   require(c.op == Op::softmax || c.op == Op::log_softmax, bad,
           [&] { return "unsupported op code " + std::to_string(static_cast<int>(c.op)); });
   if (c.rows == 0 || c.cols == 0) return false;
-  require(c.cols < (std::int64_t(1) << 31), bad,
-          [&] { return "cols must be below 2^31, got " + std::to_string(c.cols); });
-  const char* x_name = c.backward ? "y" : "x";
-  const char* out_name = c.backward ? "dx" : "y";
-  const int elem = dtype_size(c.dtype);
-  // A pointer inside an element faults on a GPU (and poisons the caller's
-  // context), so it is refused here, before any backend sees it.
-  auto check_pointer = [&](const void* p, const char* name) {
-    require(p != nullptr, bad, [&] { return std::string(name) + " is a null pointer"; });
-    require(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(elem) == 0, bad, [&] {
-      return std::string(name) + " is not aligned to its " + std::to_string(elem) + "-byte " + to_string(c.dtype) +
-             " elements";
-    });
-  };
-  check_pointer(c.x, x_name);
-  check_pointer(c.out, out_name);
-  if (c.backward) check_pointer(c.dy, "dy");
-  auto check_stride = [&](std::int64_t stride, const char* name) {
-    require(stride >= c.cols, bad, [&] {
-      return std::string(name) + " row stride " + std::to_string(stride) + " is smaller than cols " +
-             std::to_string(c.cols);
-    });
-  };
-  check_stride(c.x_stride, x_name);
-  check_stride(c.out_stride, out_name);
-  if (c.backward) check_stride(c.dy_stride, "dy");
-  const Layout out = layout_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
-  auto check_alias = [&](const void* in, std::int64_t stride, const char* in_name) {
-    const Layout s = layout_of(in, c.rows, c.cols, stride, elem, in_name);
-    if (in == c.out && (stride == c.out_stride || c.rows == 1)) return;  // exactly in place
-    const Overlap o = overlap(s, out);
-    require(o == Overlap::none, bad, [&] {
-      return std::string(in_name) + " and " + out_name +
-             (o == Overlap::shared ? " overlap (share elements) without being exactly in place (same pointer, same stride)"
-                                   : " overlap or interleave with different strides over more rows than duet "
-                                     "checks (2^20); use disjoint buffers");
-    });
-  };
-  check_alias(c.x, c.x_stride, x_name);
-  if (c.backward) check_alias(c.dy, c.dy_stride, "dy");
-  check_pointer_on(dev, c.x, x_name);
-  check_pointer_on(dev, c.out, out_name);
-  if (c.backward) check_pointer_on(dev, c.dy, "dy");
+  detail::check_cols(c.cols);
+  if (c.backward && c.dy == nullptr) throw Error(bad, "dy is a null pointer");
+  detail::check_row_matrices(dev, c.dtype, c.rows, c.cols, c.x, c.x_stride, c.backward ? "y" : "x",
+                             c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, c.backward ? "dx" : "y");
   return true;
 }
 
@@ -291,67 +169,19 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
   return cached_plan(dev, c.dtype, c.backward, vector_ok(c), c.rows, c.cols);
 }
 
-// Grow-only workspace per (device, stream). split_row's two kernels must
-// run back to back on their stream with nothing else writing the partials in
-// between, and a buffer must outlive the launch that uses it, so a caller
-// holds the slot's lock from taking the buffer until both kernels are
-// enqueued (stream order does the rest), and a grown-out buffer is freed
-// only when its last user lets go (cudaFree then waits for the device).
-class Workspaces {
- public:
-  struct Lease {
-    std::unique_lock<std::mutex> lock;
-    std::shared_ptr<Buffer> buffer;
-  };
-  Lease get(const Device& dev, void* stream, std::int64_t bytes) {
-    Slot* slot = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& s = slots_[{dev.backend(), dev.ordinal(), stream}];
-      if (!s) s = std::make_unique<Slot>();
-      slot = s.get();
-    }
-    Lease lease{std::unique_lock<std::mutex>(slot->mutex), nullptr};
-    if (!slot->buffer || slot->buffer->size() < static_cast<std::size_t>(bytes))
-      slot->buffer = std::make_shared<Buffer>(dev, static_cast<std::size_t>(bytes));
-    lease.buffer = slot->buffer;
-    return lease;
-  }
-
- private:
-  struct Slot {
-    std::mutex mutex;
-    std::shared_ptr<Buffer> buffer;
-  };
-  std::mutex mutex_;
-  std::map<std::tuple<BackendKind, int, void*>, std::unique_ptr<Slot>> slots_;
-};
-Workspaces& workspaces() {
-  static auto* w = new Workspaces();  // never destroyed: device memory outlives static teardown order
-  return *w;
-}
-
-// A caller's workspace for a call that needs `needed` bytes: large enough,
-// aligned for the 64-bit ticket counter and vector stores of partials, on
-// the call's device, and apart from the call's matrices.
+// A caller's workspace for a call that needs `needed` bytes, apart from
+// the call's matrices.
 void check_workspace(const Device& dev, const SoftmaxCall& c, const Workspace& w, std::int64_t needed) {
-  constexpr Status bad = Status::invalid_argument;
-  require(w.data != nullptr && w.bytes >= static_cast<std::size_t>(needed), bad, [&] {
-    return "workspace of " + std::to_string(w.data == nullptr ? 0 : w.bytes) + " bytes is too small: this call needs " +
-           std::to_string(needed) + " (see workspace_size)";
-  });
-  require(reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0, bad,
-          [] { return std::string("workspace must be 16-byte aligned"); });
-  check_pointer_on(dev, w.data, "workspace");
-  const Layout ws = layout_of(w.data, 1, needed, needed, 1, "workspace");
   const int elem = dtype_size(c.dtype);
-  auto apart = [&](const void* p, std::int64_t stride, const char* name) {
-    require(overlap(ws, layout_of(p, c.rows, c.cols, stride, elem, name)) == Overlap::none, bad,
-            [&] { return std::string("workspace overlaps ") + name; });
-  };
-  apart(c.x, c.x_stride, c.backward ? "y" : "x");
-  apart(c.out, c.out_stride, c.backward ? "dx" : "y");
-  if (c.backward) apart(c.dy, c.dy_stride, "dy");
+  const char* x_name = c.backward ? "y" : "x";
+  const char* out_name = c.backward ? "dx" : "y";
+  const Layout x = layout_of(c.x, c.rows, c.cols, c.x_stride, elem, x_name);
+  const Layout out = layout_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
+  if (c.backward)
+    detail::check_workspace(dev, w, needed, "workspace_size",
+                            {{x, x_name}, {out, out_name}, {layout_of(c.dy, c.rows, c.cols, c.dy_stride, elem, "dy"), "dy"}});
+  else
+    detail::check_workspace(dev, w, needed, "workspace_size", {{x, x_name}, {out, out_name}});
 }
 
 }  // namespace
@@ -361,10 +191,9 @@ std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, st
   require(rows >= 0 && cols >= 0, bad, [&] {
     return "rows and cols must be >= 0, got " + std::to_string(rows) + " x " + std::to_string(cols);
   });
-  require(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16, bad,
-          [&] { return "unsupported dtype code " + std::to_string(static_cast<int>(dtype)); });
+  detail::check_dtype(dtype);
   if (rows == 0 || cols == 0) return 0;
-  require(cols < (std::int64_t(1) << 31), bad, [&] { return "cols must be below 2^31, got " + std::to_string(cols); });
+  detail::check_cols(cols);
   // Scalar accesses take any pointer; vectors need cols (and strides and
   // pointers) in whole 16-byte vectors. The caller's pointers are not known
   // here, so the answer covers both paths.
@@ -398,14 +227,14 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  Workspaces::Lease cached;
+  detail::Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
     void* workspace = nullptr;
     if (c.workspace) {
       check_workspace(dev, c, *c.workspace, grid.workspace_bytes);
       workspace = c.workspace->data;
     } else {
-      cached = workspaces().get(dev, c.stream, grid.workspace_bytes);
+      cached = detail::workspaces().get(dev, c.stream, grid.workspace_bytes);
       workspace = cached.buffer->data();
     }
     a.partials = static_cast<float*>(workspace);

@@ -1,0 +1,48 @@
+#include "fused_dispatch.hpp"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backend_registry.hpp"
+#include "log.hpp"
+
+namespace duet::detail {
+namespace {
+
+using FusedKey = std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, MaskKind, bool>;
+
+// Plans per device and shape. Rows are part of the key (a plan's grid is
+// for its rows), so a run of many shapes could grow the map without bound:
+// it is emptied when it reaches kMaxFusedPlans, and plans are copied out.
+constexpr std::size_t kMaxFusedPlans = 4096;
+std::mutex g_fused_mutex;
+std::map<FusedKey, FusedLaunch> g_fused_plans;
+
+FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
+  const FusedKey key{dev.backend(), dev.ordinal(), s.op,        s.dtype,   s.rows,
+                     s.cols,        s.vector_ok,  s.mask_kind, s.gradient};
+  std::lock_guard<std::mutex> lock(g_fused_mutex);
+  auto it = g_fused_plans.find(key);
+  if (it != g_fused_plans.end()) return it->second;
+  const FusedPlan plan = plan_fused(dev.props(), s);
+  log::debug("fused plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), s.rows, s.cols,
+             to_string(s.dtype), plan.kernel, plan.launch.geometry.grid, plan.launch.geometry.block,
+             plan.launch.geometry.dynamic_smem, plan.why);
+  if (g_fused_plans.size() >= kMaxFusedPlans) g_fused_plans.clear();
+  g_fused_plans.emplace(key, plan.launch);
+  return plan.launch;
+}
+
+}  // namespace
+
+bool vector_aligned(const void* p, std::int64_t stride_bytes, std::int64_t row_bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && stride_bytes % 16 == 0 && row_bytes % 16 == 0;
+}
+
+void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream) {
+  const FusedLaunch launch = dev.is_gpu() ? cached_fused_launch(dev, shape) : FusedLaunch{};
+  backend(dev.backend()).launch_fused(dev.ordinal(), args, launch, stream);
+}
+
+}  // namespace duet::detail

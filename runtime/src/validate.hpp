@@ -1,0 +1,82 @@
+// The checks every operation's call runs before a backend sees it (softmax,
+// masked softmax, cross-entropy): where a matrix lies, whether two overlap,
+// whether a pointer is usable and on the call's device. Each throws
+// duet::Error(invalid_argument) with a one-line reason.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "duet/device.hpp"
+#include "duet/softmax.hpp"
+#include "softmax_variants.hpp"
+
+namespace duet::detail {
+
+// The largest span a matrix may cover: 2^48 bytes (256 TiB), past the
+// user address space of x86-64 and AArch64 with 4-level page tables and the
+// memory of any device. A larger span can only come from a size mistake.
+constexpr std::int64_t kMaxSpanBytes = std::int64_t(1) << 48;
+
+// Where a rows x cols matrix of `elem`-byte elements with a row stride
+// (elements) lies: rows at begin + r * stride_bytes, each row_bytes long.
+struct Layout {
+  std::uintptr_t begin = 0;
+  std::int64_t rows = 0;
+  std::int64_t stride_bytes = 0;
+  std::int64_t row_bytes = 0;
+  std::uintptr_t end = 0;  // one past the last byte of the last row
+};
+
+// Throws when the span overflows 2^48 bytes or wraps the address space.
+Layout layout_of(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride, int elem, const char* what);
+// One contiguous range of `bytes` bytes, checked the same way.
+Layout span_of(const void* p, std::int64_t bytes, const char* what);
+
+// Whether two matrices share a byte. Rows are disjoint, increasing
+// intervals, so bounding ranges answer first; interleaved layouts (x in the
+// even row slots of a buffer, y in the odd ones) need the rows themselves.
+enum class Overlap { none, shared, unchecked };
+// Rows merged, for two different strides, before giving up (`unchecked`).
+constexpr std::int64_t kMaxOverlapWalk = std::int64_t(1) << 20;
+Overlap overlap(const Layout& a, const Layout& b);
+
+// Refuses an input that overlaps an output unless it is exactly in place
+// (same pointer, same stride, or a single row); `in_place_ok` false refuses
+// any overlap.
+void check_apart(const Layout& in, const char* in_name, const Layout& out, const char* out_name, bool in_place_ok);
+
+// Refuses a pointer on another device than the call's (or host memory for a
+// GPU call, GPU memory for a host call).
+void check_pointer_on(const Device& dev, const void* p, const char* what);
+
+// Refuses an unknown dtype code.
+void check_dtype(DType dtype);
+// Refuses a null pointer or one inside an element of `elem` bytes (which
+// faults on a GPU and poisons the caller's context).
+void check_pointer(const void* p, int elem, const char* name, const char* elem_name);
+// Refuses a row stride below cols.
+void check_stride(std::int64_t stride, std::int64_t cols, const char* name);
+// Refuses cols of 2^31 or more (the kernels index a row with 32 bits).
+void check_cols(std::int64_t cols);
+
+// The matrices of a row operation (softmax, masked softmax): x, and dy for
+// a backward (null: none), read; out written. Each non-null, aligned to its
+// elements, with a stride >= cols, an input exactly in place over out or
+// apart from it, all on `dev`. Returns out's layout.
+Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                          std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
+                          const void* out, std::int64_t out_stride, const char* out_name);
+
+// A caller's workspace for a call that needs `needed` bytes: large enough,
+// 16-byte aligned, on the call's device, and apart from every one of the
+// call's tensors.
+struct Named {
+  Layout layout;
+  const char* name;
+};
+// `size_function` names the query that gives the size, for the message.
+void check_workspace(const Device& dev, const Workspace& w, std::int64_t needed, const char* size_function,
+                     const std::vector<Named>& tensors);
+
+}  // namespace duet::detail

@@ -1,0 +1,113 @@
+// What the fused operations' differential tests share: the devices they run
+// on, device copies of host data, poisoned outputs and strided matrices.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "duet/device.hpp"
+#include "duet/error.hpp"
+#include "duet/reference.hpp"
+
+namespace duet::testing {
+
+// Bytes that read as NaN in f32, f16 and bf16 (an output left unwritten
+// shows as a NaN mismatch), and bytes that read as finite values in all
+// three (for outputs where NaN is the right answer).
+constexpr std::uint8_t kNaNPoison = 0xff;
+constexpr std::uint8_t kFinitePoison = 0x3c;
+
+inline std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+// Normal values rounded through `dtype`, so the reference reads what the
+// device reads.
+inline std::vector<float> random_values(std::size_t n, float stddev, DType dtype) {
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng());
+  return reference::round_trip(v, dtype);
+}
+
+// A rows x cols matrix of `dtype` at row stride `stride` (elements), the
+// gaps between rows filled with `gap` bytes.
+inline std::vector<std::uint8_t> strided(const std::vector<float>& dense, std::int64_t rows, std::int64_t cols,
+                                         std::int64_t stride, DType dtype, std::uint8_t gap) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  std::vector<std::uint8_t> out(std::size_t(rows > 0 ? (rows - 1) * stride + cols : 0) * elem, gap);
+  const auto bytes = reference::encode(dense, dtype);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + std::size_t(r * stride) * elem, bytes.data() + std::size_t(r * cols) * elem,
+                std::size_t(cols) * elem);
+  return out;
+}
+// The rows x cols values of a strided matrix.
+inline std::vector<float> dense(const std::vector<std::uint8_t>& bytes, std::int64_t rows, std::int64_t cols,
+                                std::int64_t stride, DType dtype) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  std::vector<float> out;
+  out.reserve(std::size_t(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto row = reference::decode(bytes.data() + std::size_t(r * stride) * elem, std::size_t(cols), dtype);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+// Whether every byte between the rows still holds `gap`.
+inline bool gaps_hold(const std::vector<std::uint8_t>& bytes, std::int64_t rows, std::int64_t cols,
+                      std::int64_t stride, DType dtype, std::uint8_t gap) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  for (std::int64_t r = 0; r + 1 < rows; ++r)
+    for (std::size_t b = std::size_t(r * stride + cols) * elem; b < std::size_t((r + 1) * stride) * elem; ++b)
+      if (bytes[b] != gap) return false;
+  return true;
+}
+
+// Host bytes on a device and back.
+class DeviceCopy {
+ public:
+  DeviceCopy(const Device& dev, const void* host, std::size_t bytes)
+      : buffer_(dev, std::max<std::size_t>(bytes, 16)), bytes_(bytes) {
+    if (bytes > 0) buffer_.upload(host, bytes);
+  }
+  template <class T>
+  DeviceCopy(const Device& dev, const std::vector<T>& host) : DeviceCopy(dev, host.data(), host.size() * sizeof(T)) {}
+  void* data() const { return buffer_.data(); }
+  template <class T>
+  std::vector<T> get() const {
+    std::vector<T> out(bytes_ / sizeof(T));
+    if (bytes_ > 0) buffer_.download(out.data(), bytes_);
+    return out;
+  }
+
+ private:
+  Buffer buffer_;
+  std::size_t bytes_;
+};
+
+// Runs `body` on every device: the host always, each GPU when there is one
+// (the same differential cases). A GPU whose build has no fused kernels yet
+// (unsupported) is skipped with a message.
+inline void on_every_device(const std::function<void(const Device&)>& body) {
+  for (const Device& dev : devices()) {
+    try {
+      body(dev);
+    } catch (const Error& e) {
+      if (!dev.is_gpu() || e.status() != Status::unsupported) throw;
+      MESSAGE("skipping ", dev.label(), ": ", e.what());
+    }
+  }
+}
+
+inline std::string label(const Device& dev, DType dtype) { return dev.label() + " " + to_string(dtype); }
+
+}  // namespace duet::testing

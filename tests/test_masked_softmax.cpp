@@ -1,0 +1,337 @@
+// Scaled, masked softmax on every device against the float64 reference:
+// fresh random data and masks each run, poisoned outputs, every dtype.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "duet/masked_softmax.hpp"
+#include "expect_refused.hpp"
+#include "fused_test_util.hpp"
+
+using namespace duet;
+using namespace duet::testing;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Case {
+  const char* name;
+  std::int64_t batch = 2, heads = 3, seq_q = 5, seq_k = 37;
+  MaskKind kind = MaskKind::none;
+  bool mask_per_batch = true, mask_per_head = true;
+  bool mask_one_row = false;    // [B, H, 1, Sk] (row stride 0): one mask row for every query
+  double masked_share = 0.3;    // boolean: share of elements masked out
+  bool full_rows = false;       // boolean: some rows masked out entirely
+  std::int64_t causal_offset = 0;
+  float scale = 1.0f;
+  bool zero_masked_rows = false;
+  std::int64_t x_pad = 0, out_pad = 0;  // row strides past cols
+  bool in_place = false;
+};
+
+// The mask as the device reads it ([Bm, Hm, Sq or 1, Sk] with its strides)
+// and broadcast to rows x cols for the reference.
+struct BuiltMask {
+  Mask mask;
+  std::vector<std::uint8_t> bytes;  // the device's mask tensor
+  reference::DenseMask dense;
+};
+
+BuiltMask build_mask(const Case& c, DType dtype) {
+  BuiltMask b;
+  const std::int64_t rows = c.batch * c.heads * c.seq_q, cols = c.seq_k;
+  b.mask.kind = c.kind;
+  b.dense.kind = c.kind;
+  b.mask.heads = c.heads;
+  b.mask.seq_q = c.seq_q;
+  b.dense.seq_q = c.seq_q;
+  if (c.kind == MaskKind::causal) {
+    b.mask.causal_offset = c.causal_offset;
+    b.dense.causal_offset = c.causal_offset;
+  }
+  if (c.kind != MaskKind::additive && c.kind != MaskKind::boolean) return b;
+  const std::int64_t mb = c.mask_per_batch ? c.batch : 1, mh = c.mask_per_head ? c.heads : 1,
+                     mq = c.mask_one_row ? 1 : c.seq_q;
+  const std::int64_t n = mb * mh * mq * cols;
+  b.mask.row_stride = c.mask_one_row ? 0 : cols;
+  b.mask.head_stride = c.mask_per_head ? mq * cols : 0;
+  b.mask.batch_stride = c.mask_per_batch ? mh * mq * cols : 0;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<float> additive;
+  std::vector<std::uint8_t> boolean;
+  if (c.kind == MaskKind::additive) {
+    // Finite offsets, with some -inf (masked) elements.
+    additive = random_values(std::size_t(n), 2.0f, dtype);
+    for (auto& v : additive)
+      if (u(rng()) < c.masked_share) v = -kInf;
+    b.bytes = reference::encode(additive, dtype);
+  } else {
+    boolean.resize(std::size_t(n));
+    for (auto& v : boolean) v = u(rng()) < c.masked_share ? std::uint8_t(1 + rng()() % 255) : 0;
+    if (c.full_rows)  // every third mask row entirely masked out
+      for (std::int64_t r = 0; r < n / cols; r += 3) std::fill_n(boolean.begin() + r * cols, cols, std::uint8_t(1));
+    b.bytes = boolean;
+  }
+  // Broadcast to the scores' rows.
+  if (c.kind == MaskKind::additive) b.dense.additive.resize(std::size_t(rows * cols));
+  else b.dense.boolean.resize(std::size_t(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t q = r % c.seq_q, h = (r / c.seq_q) % c.heads, bt = r / (c.seq_q * c.heads);
+    const std::int64_t at = bt * b.mask.batch_stride + h * b.mask.head_stride + q * b.mask.row_stride;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (c.kind == MaskKind::additive) b.dense.additive[std::size_t(r * cols + j)] = additive[std::size_t(at + j)];
+      else b.dense.boolean[std::size_t(r * cols + j)] = boolean[std::size_t(at + j)];
+    }
+  }
+  return b;
+}
+
+// One forward case on one device and dtype, with a given poison.
+void run_forward(const Device& dev, DType dtype, const Case& c, std::uint8_t poison) {
+  const std::int64_t rows = c.batch * c.heads * c.seq_q, cols = c.seq_k;
+  const std::int64_t x_stride = cols + c.x_pad, out_stride = c.in_place ? x_stride : cols + c.out_pad;
+  const auto x = random_values(std::size_t(rows * cols), 3.0f, dtype);
+  BuiltMask m = build_mask(c, dtype);
+  const auto want = reference::masked_softmax(x, rows, cols, c.scale, m.dense, c.zero_masked_rows);
+  const std::uint8_t gap = 0x5a;
+  const auto x_bytes = strided(x, rows, cols, x_stride, dtype, gap);
+  DeviceCopy dx(dev, x_bytes);
+  std::vector<std::uint8_t> poisoned(std::size_t((rows - 1) * out_stride + cols) * std::size_t(dtype_size(dtype)),
+                                     poison);
+  DeviceCopy dy(dev, poisoned);
+  DeviceCopy dmask(dev, m.bytes);
+  if (!m.bytes.empty()) m.mask.data = dmask.data();
+  void* out = c.in_place ? dx.data() : dy.data();
+  masked_softmax(dev, dtype, rows, cols, dx.data(), x_stride, out, out_stride, c.scale, m.mask, c.zero_masked_rows);
+  synchronize(dev);
+  const auto out_bytes = c.in_place ? dx.get<std::uint8_t>() : dy.get<std::uint8_t>();
+  const auto got = dense(out_bytes, rows, cols, out_stride, dtype);
+  const auto check = reference::compare(got, want, rows, cols, reference::default_tolerance(dtype), nullptr,
+                                        reference::default_abs_floor(dtype));
+  INFO(label(dev, dtype), " ", c.name, " ", rows, "x", cols, ": ", check.first_failure);
+  CHECK(check.ok);
+  CHECK(gaps_hold(out_bytes, rows, cols, out_stride, dtype, c.in_place ? gap : poison));
+  CHECK(dx.get<std::uint8_t>() == (c.in_place ? out_bytes : x_bytes));
+}
+
+void forward_case(const Case& c) {
+  on_every_device([&](const Device& dev) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      run_forward(dev, dtype, c, kNaNPoison);
+      // Rows whose answer is NaN: a NaN poison left in place would pass.
+      if (!c.zero_masked_rows && (c.full_rows || c.kind == MaskKind::causal) && !c.in_place)
+        run_forward(dev, dtype, c, kFinitePoison);
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("masked softmax: no mask, odd cols, temperature and strides") {
+  Case c{"plain"};
+  forward_case(c);
+  c = Case{"temperature 0.125, strided"};
+  c.seq_k = 1000;
+  c.scale = 0.125f;
+  c.x_pad = 7;
+  c.out_pad = 24;
+  forward_case(c);
+  c = Case{"scale -2.5, one column"};
+  c.seq_k = 1;
+  c.scale = -2.5f;
+  forward_case(c);
+  c = Case{"in place, 4097 columns"};
+  c.batch = 1;
+  c.heads = 2;
+  c.seq_q = 3;
+  c.seq_k = 4097;
+  c.in_place = true;
+  c.x_pad = 3;
+  forward_case(c);
+}
+
+TEST_CASE("masked softmax: additive masks, full and broadcast") {
+  Case c{"additive [B,H,Sq,Sk]"};
+  c.kind = MaskKind::additive;
+  c.scale = 0.5f;
+  forward_case(c);
+  c.name = "additive [B,1,Sq,Sk]";
+  c.mask_per_head = false;
+  c.seq_k = 130;
+  forward_case(c);
+  c.name = "additive [1,1,Sq,Sk], strided";
+  c.mask_per_batch = false;
+  c.x_pad = 5;
+  c.out_pad = 2;
+  forward_case(c);
+}
+
+TEST_CASE("masked softmax: boolean masks with fully masked rows, NaN and zeros") {
+  for (bool zeros : {false, true}) {
+    Case c{zeros ? "boolean, full rows, zeros" : "boolean, full rows, NaN"};
+    c.kind = MaskKind::boolean;
+    c.full_rows = true;
+    c.zero_masked_rows = zeros;
+    c.seq_k = 67;
+    forward_case(c);
+    c.name = "boolean [B,1,Sq,Sk], full rows";
+    c.mask_per_head = false;
+    c.scale = 0.25f;
+    forward_case(c);
+    c.name = "boolean [B,1,1,Sk] key padding, full rows";
+    c.mask_one_row = true;
+    forward_case(c);
+    c.name = "boolean [1,1,Sq,Sk] dense, in place";
+    c.mask_one_row = false;
+    c.mask_per_batch = false;
+    c.masked_share = 0.9;
+    c.in_place = true;
+    forward_case(c);
+  }
+}
+
+TEST_CASE("masked softmax: causal with offsets 0, Sk - Sq and negative") {
+  for (bool zeros : {false, true}) {
+    Case c{"causal square"};
+    c.kind = MaskKind::causal;
+    c.seq_q = 9;
+    c.seq_k = 9;
+    c.zero_masked_rows = zeros;
+    c.scale = 0.3f;
+    forward_case(c);
+    c.name = "causal bottom-right (Sk - Sq)";
+    c.seq_q = 6;
+    c.seq_k = 41;
+    c.causal_offset = c.seq_k - c.seq_q;
+    forward_case(c);
+    c.name = "causal offset -3: the first queries see nothing";
+    c.causal_offset = -3;
+    forward_case(c);
+    c.name = "causal, strided, wide";
+    c.seq_q = 4;
+    c.seq_k = 3000;
+    c.causal_offset = 1500;
+    c.x_pad = 9;
+    c.out_pad = 1;
+    forward_case(c);
+  }
+}
+
+TEST_CASE("masked softmax: NaN, +inf and -inf scores as torch") {
+  on_every_device([&](const Device& dev) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    // Rows: a NaN, a +inf, two -inf among finite, every element -inf.
+    const std::vector<float> x{1, nan, 2, 0, /**/ 1, kInf, 0, 2, /**/ -kInf, 3, -kInf, 1, /**/ -kInf, -kInf, -kInf, -kInf};
+    for (bool zeros : {false, true}) {
+      const auto want = reference::masked_softmax(x, 4, 4, 2.0f, {}, zeros);
+      DeviceCopy dx(dev, x), dy(dev, std::vector<float>(16, 7.0f));
+      masked_softmax(dev, DType::f32, 4, 4, dx.data(), 4, dy.data(), 4, 2.0f, Mask{}, zeros);
+      synchronize(dev);
+      const auto got = dy.get<float>();
+      INFO(dev.label(), zeros ? " zeros" : " NaN");
+      CHECK(reference::compare(got, want, 4, 4, 1e-5).ok);
+      for (int j = 0; j < 8; ++j) CHECK(std::isnan(got[std::size_t(j)]));
+      CHECK(got[8] == 0.0f);
+      for (int j = 12; j < 16; ++j) CHECK((zeros ? got[std::size_t(j)] == 0.0f : std::isnan(got[std::size_t(j)])));
+    }
+  });
+}
+
+TEST_CASE("masked softmax backward: dx = scale * y * (dy - sum(dy * y)), strided and in place") {
+  on_every_device([&](const Device& dev) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (int mode = 0; mode < 4; ++mode) {  // separate, strided, in place over dy, in place over y
+        const std::int64_t rows = 24, cols = mode == 1 ? 1023 : 77;
+        const float scale = mode == 0 ? 1.0f : 0.375f;
+        const std::int64_t stride = mode == 1 ? cols + 5 : cols;
+        const auto x = random_values(std::size_t(rows * cols), 3.0f, dtype);
+        const auto y_exact = reference::masked_softmax(x, rows, cols, scale, {}, false);
+        std::vector<float> y(y_exact.begin(), y_exact.end());
+        y = reference::round_trip(y, dtype);
+        const auto g = random_values(y.size(), 1.0f, dtype);
+        const auto want = reference::masked_softmax_backward(y, g, rows, cols, scale);
+        auto row_scale = reference::backward_scale(y, g, rows, cols, Op::softmax);
+        for (auto& s : row_scale) s *= double(scale);
+        DeviceCopy dyv(dev, strided(y, rows, cols, stride, dtype, 0x11));
+        DeviceCopy dg(dev, strided(g, rows, cols, stride, dtype, 0x22));
+        DeviceCopy dout(dev, std::vector<std::uint8_t>(std::size_t((rows - 1) * stride + cols) *
+                                                           std::size_t(dtype_size(dtype)),
+                                                       kNaNPoison));
+        void* out = mode == 2 ? dg.data() : mode == 3 ? dyv.data() : dout.data();
+        masked_softmax_backward(dev, dtype, rows, cols, dyv.data(), stride, dg.data(), stride, out, stride, scale);
+        synchronize(dev);
+        const auto bytes = mode == 2 ? dg.get<std::uint8_t>() : mode == 3 ? dyv.get<std::uint8_t>() : dout.get<std::uint8_t>();
+        const auto got = dense(bytes, rows, cols, stride, dtype);
+        const auto check = reference::compare(got, want, rows, cols, reference::default_tolerance(dtype), &row_scale,
+                                              reference::default_abs_floor(dtype));
+        INFO(label(dev, dtype), " mode ", mode, ": ", check.first_failure);
+        CHECK(check.ok);
+      }
+  });
+}
+
+TEST_CASE("masked softmax: bad calls are refused with a reason and write nothing") {
+  const Device host = device(BackendKind::host, 0);
+  std::vector<float> x(64, 1.0f), y(64, -7.0f);
+  std::vector<std::uint8_t> bools(64, 0);
+  auto untouched = [&] { return std::all_of(y.begin(), y.end(), [](float v) { return v == -7.0f; }); };
+  auto expect = [&](auto&& call, const char* mentions) {
+    expect_refused(call, mentions);
+    CHECK(untouched());
+  };
+  Mask none;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, nullptr, 4, y.data(), 4, 1.0f, none); }, "null");
+  expect([&] { masked_softmax(host, DType::f32, -2, 4, x.data(), 4, y.data(), 4, 1.0f, none); }, ">= 0");
+  expect([&] { masked_softmax(host, static_cast<DType>(-1), 2, 4, x.data(), 4, y.data(), 4, 1.0f, none); }, "dtype");
+  expect([&] { masked_softmax(host, DType::f32, 2, 8, x.data(), 4, y.data(), 8, 1.0f, none); }, "stride");
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, NAN, none); }, "finite");
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, INFINITY, none); }, "finite");
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, x.data() + 2, 4, 1.0f, none); }, "overlap");
+  expect([&] { masked_softmax(host, DType::f16, 2, 4, x.data(), 4, reinterpret_cast<char*>(y.data()) + 1, 4, 1.0f, none); },
+         "aligned");
+  expect([&] { masked_softmax(host, DType::f32, std::int64_t(1) << 40, 4, x.data(), 1024, y.data(), 1024, 1.0f, none); },
+         "2^48");
+  Mask m;
+  m.kind = static_cast<MaskKind>(7);
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "mask kind");
+  m = Mask{};
+  m.kind = MaskKind::boolean;
+  m.seq_q = 2;
+  m.row_stride = 4;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "mask is a null");
+  m.data = bools.data();
+  m.seq_q = 3;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "whole number");
+  m.seq_q = 2;
+  m.row_stride = -4;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, ">= 0");
+  m.row_stride = 4;
+  m.batch_stride = std::int64_t(1) << 60;
+  m.seq_q = 1;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "2^48");
+  m.batch_stride = 4;
+  m.data = y.data() + 4;  // the mask inside the output
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "overlap");
+  m.kind = MaskKind::additive;
+  m.data = reinterpret_cast<const char*>(x.data()) + 2;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "aligned");
+  m = Mask{};
+  m.kind = MaskKind::causal;
+  m.data = bools.data();
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "causal");
+  m.data = nullptr;
+  m.heads = 0;
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "heads");
+  m.heads = 1;
+  m.causal_offset = std::numeric_limits<std::int64_t>::max();
+  expect([&] { masked_softmax(host, DType::f32, 2, 4, x.data(), 4, y.data(), 4, 1.0f, m); }, "causal_offset");
+  expect([&] { masked_softmax_backward(host, DType::f32, 2, 4, x.data(), 4, nullptr, 4, y.data(), 4, 1.0f); }, "dy");
+  expect([&] { masked_softmax_backward(host, DType::f32, 2, 4, x.data(), 4, y.data() + 1, 4, y.data(), 4, 1.0f); },
+         "dy and dx overlap");
+  // Zero rows or cols: a no-op, even with null pointers.
+  masked_softmax(host, DType::f32, 0, 4, nullptr, 4, nullptr, 4, 1.0f, none);
+  masked_softmax(host, DType::f32, 3, 0, nullptr, 4, nullptr, 4, 1.0f, none);
+  CHECK(untouched());
+}
