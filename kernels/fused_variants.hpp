@@ -73,16 +73,18 @@ inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {3
 constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i) {
   return {kFusedGroupShapes[i][0], fused_light(op, mask) ? kFusedGroupShapes[i][1] : kFusedGroupShapes[i][1] / 2};
 }
-// block_row packs a thread on the vector path (others: half).
+// block_row packs a thread on the vector path (others: half; causal too,
+// whose column compares spill 8 packs of 16-bit values on sm_80).
 inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
-  return fused_light(op, mask) ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
+  return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in
 // flight to cover memory latency with 1- to 4-byte accesses.
 inline constexpr std::array<int, 2> kFusedScalarGroup{32, 8};  // threads a row, packs a thread (light ops)
 constexpr int fused_scalar_group_vpt(FusedOp op, MaskKind mask) { return fused_light(op, mask) ? 8 : 4; }
-constexpr int fused_scalar_block_vpt(FusedOp op, MaskKind mask) { return fused_light(op, mask) ? 16 : 8; }
+// block_row on the scalar path: 8 elements a thread (16 spill on sm_80).
+constexpr int fused_scalar_block_vpt(FusedOp, MaskKind) { return 8; }
 // stream_row: packs a thread loads a chunk: 4 (64 KiB chunks of 1024
 // threads), 2 for two tensors; scalar: 8 elements, 4 for two tensors.
 constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {

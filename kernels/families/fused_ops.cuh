@@ -105,7 +105,7 @@ struct MaskedSoftmaxOp {
   const V* x;
   V* out;
   const MaskPack* mask = nullptr;
-  std::int64_t limit = 0;  // causal: the last column query i sees
+  int limit = 0;  // causal: the last column query i sees, clamped to [-1, cols]
   float scale;
   int zero_rows;
 
@@ -117,7 +117,9 @@ struct MaskedSoftmaxOp {
     if constexpr (MASK != MaskKind::none) {
       const std::int64_t i = row % a.seq_q;
       if constexpr (MASK == MaskKind::causal) {
-        limit = i + a.causal_offset;
+        // 32-bit column compares (cols < 2^31) cost fewer registers.
+        const std::int64_t last = i + a.causal_offset;
+        limit = static_cast<int>(last < -1 ? -1 : last > a.cols ? a.cols : last);
       } else {
         const std::int64_t bh = row / a.seq_q;
         const std::int64_t off = (bh / a.heads) * a.mask_batch_stride + (bh % a.heads) * a.mask_head_stride +
@@ -135,7 +137,7 @@ struct MaskedSoftmaxOp {
     if constexpr (MASK == MaskKind::causal) {
       // A pack wholly past the diagonal is never read: its values are -inf
       // whatever x holds.
-      if (p * PACK > limit) {
+      if (static_cast<int>(p) * PACK > limit) {
         it.x = V{};
         return;
       }
@@ -149,7 +151,7 @@ struct MaskedSoftmaxOp {
     float v = scale * element<T>(it.x, e);
     if constexpr (MASK == MaskKind::additive) v += element<T>(it.mk, e);
     if constexpr (MASK == MaskKind::boolean) v = mask_byte(it.mk, e) != 0 ? kNegInf : v;
-    if constexpr (MASK == MaskKind::causal) v = p * PACK + e > limit ? kNegInf : v;
+    if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }
 
