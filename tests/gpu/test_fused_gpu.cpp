@@ -20,6 +20,7 @@
 #include "duet/cross_entropy.hpp"
 #include "duet/fused_planner.hpp"
 #include "duet/masked_softmax.hpp"
+#include "fused_variants.hpp"
 #include "gpu_fixture.hpp"
 
 using namespace duet;

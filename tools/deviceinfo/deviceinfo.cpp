@@ -21,6 +21,7 @@
 #include "duet/device.hpp"
 #include "duet/error.hpp"
 #include "duet/fused_planner.hpp"
+#include "fused_variants.hpp"
 #include "duet/kernel_resources.hpp"
 #include "duet/planner.hpp"
 #include "duet/props_json.hpp"
