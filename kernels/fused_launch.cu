@@ -1,11 +1,113 @@
-// Placeholder until the fused kernels land.
+// The fused row operations' kernels: one instantiation per catalogue entry
+// (kernels/fused_variants.hpp), and launch_fused, which enqueues every
+// kernel an operation needs. Compiled once per vendor (nvcc, hipcc), into
+// namespace duet::DUET_NS.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+
 #include "gpu_check.hpp"
 #include "backend_api.hpp"
+#include "families/fused_rows.cuh"
+#include "fused_variants.hpp"
 
 namespace duet::DUET_NS {
+namespace {
 
-void launch_fused(int, const FusedArgs&, const FusedLaunch&, void*) {
-  throw Error(Status::unsupported, "fused operations have no GPU kernels in this build");
+using FusedKernelFn = void (*)(FusedArgs);
+
+template <int I>
+constexpr FusedKernelFn make_fused_entry() {
+  constexpr FusedVariant v = kFusedCatalogue[I];
+  using T = typename kernels::StorageOf<v.dtype>::type;
+  using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
+  if constexpr (v.strategy == FusedStrategy::group_rows)
+    return &kernels::fused_group_kernel<Op, v.vec, v.group, v.vpt>;
+  else if constexpr (v.strategy == FusedStrategy::block_row)
+    return &kernels::fused_block_kernel<Op, v.vec, v.vpt>;
+  else
+    return &kernels::fused_stream_kernel<Op, v.vec, v.vpt>;
+}
+
+template <int... I>
+constexpr std::array<FusedKernelFn, sizeof...(I)> make_fused_table(std::integer_sequence<int, I...>) {
+  return {make_fused_entry<I>()...};
+}
+
+const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
+  static const auto table = make_fused_table(std::make_integer_sequence<int, kFusedVariantCount>{});
+  return table;
+}
+
+bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+// The catalogue entry fits the call: the planner picked it for this op,
+// mask and dtype, and a vector entry's accesses are aligned (every pointer
+// at a whole pack, every stride and the row a whole number of packs).
+void check_variant(const FusedArgs& a, const FusedLaunch& l) {
+  if (l.variant < 0 || l.variant >= kFusedVariantCount)
+    throw Error(Status::invalid_argument, "fused kernel variant " + std::to_string(l.variant) + " is not in the catalogue");
+  const FusedVariant& v = kFusedCatalogue[l.variant];
+  const MaskKind mask = a.op == FusedOp::masked_softmax ? a.mask_kind : MaskKind::none;
+  if (v.op != a.op || v.mask != mask || v.dtype != a.dtype)
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " does not serve " + to_string(a.op) + " (" +
+                                              to_string(mask) + ", " + to_string(a.dtype) + ")");
+  if (l.geometry.grid < 1 || l.geometry.block < 1)
+    throw Error(Status::invalid_argument, "fused launch of " + fused_variant_name(v) + " has an empty grid");
+  if (v.vec == 1) return;
+  const std::int64_t bytes = std::int64_t(v.vec) * dtype_size(a.dtype);
+  bool ok = a.cols % v.vec == 0 && aligned(a.x, bytes) && a.x_stride % v.vec == 0;
+  if (a.out) ok = ok && aligned(a.out, bytes) && a.out_stride % v.vec == 0;
+  if (a.op == FusedOp::masked_softmax_backward) ok = ok && aligned(a.dy, bytes) && a.dy_stride % v.vec == 0;
+  if (a.op == FusedOp::masked_softmax &&
+      (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
+    const std::int64_t mask_elem = a.mask_kind == MaskKind::additive ? dtype_size(a.dtype) : 1;
+    ok = ok && aligned(a.mask, v.vec * mask_elem) && a.mask_batch_stride % v.vec == 0 &&
+         a.mask_head_stride % v.vec == 0 && a.mask_row_stride % v.vec == 0;
+  }
+  if (!ok)
+    throw Error(Status::invalid_argument,
+                fused_variant_name(v) + " needs every pointer, stride and the row length in whole " +
+                    std::to_string(v.vec) + "-element packs; plan with vector_ok = false");
+}
+
+}  // namespace
+
+void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch, void* stream) {
+  check_variant(args, launch);
+  if (args.rows == 0 || args.cols == 0) return;
+  const bool ce = args.op == FusedOp::cross_entropy || args.op == FusedOp::cross_entropy_backward;
+  if (ce && args.workspace == nullptr)
+    throw Error(Status::invalid_argument, "cross-entropy needs its workspace (cross_entropy_workspace_bytes)");
+  DeviceGuard guard(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  // Counting targets: the forward always (the invalid count, and the mean's
+  // divisor for the gradient written in the same pass); the backward for the
+  // mean's divisor.
+  const bool count = args.op == FusedOp::cross_entropy ||
+                     (args.op == FusedOp::cross_entropy_backward && args.reduction == Reduction::mean);
+  if (count) {
+    DUET_GPU_CHECK(cudaMemsetAsync(args.workspace, 0, kCrossEntropyCountersBytes, s));
+    const std::int64_t blocks =
+        std::min<std::int64_t>((args.rows + kernels::kCeHelperBlock - 1) / kernels::kCeHelperBlock, 1024);
+    kernels::ce_count_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
+    DUET_GPU_CHECK(cudaGetLastError());
+  }
+  const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(launch.variant)];
+  const dim3 grid(static_cast<unsigned>(launch.geometry.grid)), block(static_cast<unsigned>(launch.geometry.block));
+  fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(args);
+  DUET_GPU_CHECK(cudaGetLastError());
+  if (args.op == FusedOp::cross_entropy) {
+    if (args.reduction != Reduction::none) {
+      kernels::ce_finalize_kernel<<<dim3(1), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
+      DUET_GPU_CHECK(cudaGetLastError());
+    } else if (args.invalid_targets) {
+      DUET_GPU_CHECK(cudaMemcpyAsync(args.invalid_targets, static_cast<char*>(args.workspace) + 4, 4,
+                                     cudaMemcpyDeviceToDevice, s));
+    }
+  }
 }
 
 }  // namespace duet::DUET_NS

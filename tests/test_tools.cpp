@@ -266,3 +266,53 @@ TEST_CASE("the CUDA backend says what is missing when it finds no device") {
   }
 }
 #endif
+
+TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
+  const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
+  // Causal attention scores [8, 32, 2048, 2048] bf16: a row of 256 packs in
+  // a warp's registers.
+  const Result causal = deviceinfo("--props " + quoted(h100) + " --op causal_softmax --plan 524288x2048:bf16");
+  INFO(causal.out);
+  REQUIRE(causal.code == 0);
+  CHECK(has(causal.out, "masked_softmax (mask causal)"));
+  CHECK(has(causal.out, "group_rows<masked_softmax:causal,bf16,vec8,g32,v8>"));
+  const Result backward =
+      deviceinfo("--props " + quoted(h100) + " --op causal_softmax --backward --plan 524288x2048:bf16 --json");
+  REQUIRE(backward.code == 0);
+  const auto bwd = json::parse(backward.out)["plans"].at(0);
+  CHECK(bwd["op"] == "masked_softmax_backward");
+  CHECK(bwd["variant"] == "block_row<masked_softmax_backward,bf16,vec8,v2>");
+  CHECK(bwd["block"] == 128);
+
+  // Cross-entropy over Llama 3's vocabulary: past a block's registers.
+  const Result ce = deviceinfo("--props " + quoted(h100) + " --op cross_entropy --plan 8192x128256:bf16 --json");
+  INFO(ce.out);
+  REQUIRE(ce.code == 0);
+  const auto plan = json::parse(ce.out)["plans"].at(0);
+  CHECK(plan["op"] == "cross_entropy");
+  CHECK(plan["gradient"] == true);
+  CHECK(plan["variant"] == "stream_row<cross_entropy,bf16,vec8,v4>");
+  CHECK(plan["block"] == 1024);
+  CHECK(plan["grid"] == 132);  // one block an SM, a wave
+  CHECK(has(plan["why"].get<std::string>(), "reverse chunk order"));
+  // An odd vocabulary takes the scalar path; the forward without the
+  // gradient reads each row once.
+  const Result odd = deviceinfo("--props " + quoted(h100) + " --op cross_entropy_forward --plan 4096x50257:bf16");
+  REQUIRE(odd.code == 0);
+  CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec1,v8>"));
+  CHECK(has(odd.out, "one online (max, sum) pass (nothing to write)"));
+
+  // A boolean mask over rows of 4096 bf16: one block a row.
+  const Result masked = deviceinfo("--props " + quoted(h100) + " --op masked_softmax --plan 65536x4096:bf16");
+  REQUIRE(masked.code == 0);
+  CHECK(has(masked.out, "block_row<masked_softmax:boolean,bf16,vec8,"));
+  // An AMD wavefront of 64: the same catalogue, planned from the file.
+  const Result mi300 = deviceinfo("--props " + quoted(kSource / "tools" / "deviceinfo" / "devices" / "mi300x.json") +
+                                  " --op cross_entropy --plan 8192x32000:bf16 --json");
+  REQUIRE(mi300.code == 0);
+  CHECK(json::parse(mi300.out)["plans"].at(0)["variant"] == "block_row<cross_entropy,bf16,vec8,v4>");
+  // A host file has no GPU plan for these.
+  const Result host = deviceinfo("--props " + quoted(kHostFile) + " --op cross_entropy --plan 4x4096");
+  REQUIRE(host.code == 0);
+  CHECK(has(host.out, "no GPU plan"));
+}

@@ -1,12 +1,217 @@
-// Placeholder until the fused kernels land: no GPU plan yet.
+// The fused row operations' planner: which catalogue entry
+// (kernels/fused_variants.hpp) and which grid, from the device's properties
+// and the shape. Vendor-free.
+//
+// By row length in packs (16-byte vectors, or elements on the scalar path):
+//   up to 256 packs          group_rows: 8 or 32 threads a row, in registers
+//   up to a block's registers block_row: one block a row, the block size and
+//                            packs a thread that keep the most of a row
+//                            resident an SM
+//   longer                   stream_row: one 1024-thread block a row at a
+//                            time, two passes, the second mostly from L2
+// Register use is what each kernel's __launch_bounds__ caps it to
+// (kFusedRegisterCap), so the planner's occupancy estimate needs no
+// compiled kernel's attributes.
 #include "duet/fused_planner.hpp"
 
+#include <algorithm>
+#include <string>
+
 #include "duet/error.hpp"
+#include "fused_variants.hpp"
 
 namespace duet {
 
-FusedPlan plan_fused(const DeviceProps&, const FusedShape&) {
-  throw Error(Status::unsupported, "fused operations have no GPU kernels in this build");
+std::string to_string(FusedOp op) {
+  switch (op) {
+    case FusedOp::masked_softmax: return "masked_softmax";
+    case FusedOp::masked_softmax_backward: return "masked_softmax_backward";
+    case FusedOp::cross_entropy: return "cross_entropy";
+    case FusedOp::cross_entropy_backward: return "cross_entropy_backward";
+  }
+  return "unknown";
+}
+
+std::string to_string(MaskKind m) {
+  switch (m) {
+    case MaskKind::none: return "none";
+    case MaskKind::additive: return "additive";
+    case MaskKind::boolean: return "boolean";
+    case MaskKind::causal: return "causal";
+  }
+  return "unknown";
+}
+
+std::string to_string(FusedStrategy s) {
+  switch (s) {
+    case FusedStrategy::group_rows: return "group_rows";
+    case FusedStrategy::block_row: return "block_row";
+    case FusedStrategy::stream_row: return "stream_row";
+  }
+  return "unknown";
+}
+
+std::string fused_variant_name(const FusedVariant& v) {
+  // Appended piece by piece (GCC 12's -Wrestrict false positive on chains).
+  std::string name = to_string(v.strategy);
+  name += "<";
+  name += to_string(v.op);
+  if (v.op == FusedOp::masked_softmax) {
+    name += ":";
+    name += to_string(v.mask);
+  }
+  name += ",";
+  name += to_string(v.dtype);
+  name += ",vec";
+  name += std::to_string(v.vec);
+  if (v.strategy == FusedStrategy::group_rows) {
+    name += ",g";
+    name += std::to_string(v.group);
+  }
+  name += ",v";
+  name += std::to_string(v.vpt);
+  name += ">";
+  return name;
+}
+
+namespace {
+
+constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
+
+// Grid cap in waves of resident blocks for the grid-stride kernels: one
+// block a unit of work for the usual shapes, as the softmax planner does.
+constexpr std::int64_t kMaxWaves = 64;
+
+// Blocks of `threads` an SM holds at the register cap, by threads, registers
+// and blocks (at least 1: every catalogue block fits a 64K-register SM).
+int blocks_per_sm(const DeviceProps& dev, int threads) {
+  const int warp = std::max(dev.warp_size, 1);
+  const std::int64_t t = cdiv(threads, warp) * warp;
+  std::int64_t n = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm / t : 1;
+  if (dev.regs_per_sm > 0) n = std::min<std::int64_t>(n, dev.regs_per_sm / (t * kFusedRegisterCap));
+  if (dev.max_blocks_per_sm > 0) n = std::min<std::int64_t>(n, dev.max_blocks_per_sm);
+  return static_cast<int>(std::max<std::int64_t>(n, 1));
+}
+
+// The vendor's largest grid: CUDA's x dimension holds 2^31 - 1 blocks; HIP
+// counts a dispatch's work-items in 32 bits.
+std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
+  constexpr std::int64_t kGridX = (std::int64_t(1) << 31) - 1;
+  if (dev.vendor != Vendor::amd) return kGridX;
+  return std::min(kGridX, ((std::int64_t(1) << 32) - 1) / std::max(threads, 1));
+}
+
+}  // namespace
+
+FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
+  require(dev.is_gpu(), Status::invalid_argument, "plan_fused plans GPU launches; " + dev.name + " is not a GPU");
+  require(s.rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(s.rows));
+  require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
+  require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
+          "cols must be below 2^31, got " + std::to_string(s.cols));
+  require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
+          "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
+  const int op_index = static_cast<int>(s.op);
+  require(op_index >= 0 && op_index <= 3, Status::invalid_argument, "unknown fused operation " + std::to_string(op_index));
+  const int dt = static_cast<int>(s.dtype);
+  require(dt >= 0 && dt <= 2, Status::invalid_argument, "unknown dtype " + std::to_string(dt));
+  const MaskKind mask = s.op == FusedOp::masked_softmax ? s.mask_kind : MaskKind::none;
+  require(static_cast<int>(mask) >= 0 && static_cast<int>(mask) <= 3, Status::invalid_argument,
+          "unknown mask kind " + std::to_string(static_cast<int>(mask)));
+
+  const int vec = s.vector_ok && s.cols % dtype_vec16(s.dtype) == 0 ? dtype_vec16(s.dtype) : 1;
+  const std::int64_t nv = s.cols / vec;
+  const std::string packs = std::to_string(nv) + (vec > 1 ? " packs of " + std::to_string(vec) : " elements");
+
+  FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0};
+  int threads = 0;
+  std::string why;
+  if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, 3)[1]) {
+    for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
+      const auto shape = fused_group_shape(s.op, mask, g);
+      if (std::int64_t(shape[0]) * shape[1] >= nv) {
+        v.group = shape[0];
+        v.vpt = shape[1];
+        break;
+      }
+    }
+    threads = kFusedGroupBlock;
+    why = "row of " + packs + " fits " + std::to_string(v.group) + " threads x " + std::to_string(v.vpt) +
+          " packs in registers, " + std::to_string(kFusedGroupBlock / v.group) + " rows a block";
+  } else if (vec == 1 && nv <= std::int64_t(kFusedScalarGroup[0]) * fused_scalar_group_vpt(s.op, mask)) {
+    v.group = kFusedScalarGroup[0];
+    v.vpt = fused_scalar_group_vpt(s.op, mask);
+    threads = kFusedGroupBlock;
+    why = "row of " + packs + " (scalar path: not 16-byte aligned) fits " + std::to_string(v.group) +
+          " threads x " + std::to_string(v.vpt) + " elements in registers";
+  } else {
+    // block_row: of the packs-a-thread choices that hold the row in one
+    // block, the one with the most of a row resident an SM (blocks an SM x
+    // packs a block in use), ties to fewer packs a thread.
+    std::int64_t best = 0;
+    auto consider = [&](int vpt) {
+      const std::int64_t t = std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, 128, kFusedBlockMaxThreads);
+      if (t * vpt < nv) return;
+      const std::int64_t resident = std::int64_t(blocks_per_sm(dev, static_cast<int>(t))) * std::min(nv, t * vpt);
+      if (resident > best) {
+        best = resident;
+        v.strategy = FusedStrategy::block_row;
+        v.vpt = vpt;
+        threads = static_cast<int>(t);
+      }
+    };
+    if (vec > 1)
+      for (int b = 0; b < int(kFusedBlockVpt.size()); ++b) consider(fused_block_vpt(s.op, mask, b));
+    else
+      consider(fused_scalar_block_vpt(s.op, mask));
+    if (best > 0) {
+      why = "row of " + packs + " fits one block of " + std::to_string(threads) + " threads x " +
+            std::to_string(v.vpt) + (vec > 1 ? " packs" : " elements") + " in registers";
+    } else {
+      v.strategy = FusedStrategy::stream_row;
+      v.vpt = fused_stream_vpt(s.op, mask, vec);
+      threads = kFusedStreamBlock;
+      const std::int64_t chunk = std::int64_t(kFusedStreamBlock) * v.vpt;
+      const bool writes = s.op != FusedOp::cross_entropy || s.gradient;
+      const bool reduces = s.op != FusedOp::cross_entropy_backward;
+      why = "row of " + packs + " exceeds a block's registers: one block a row, " + std::to_string(cdiv(nv, chunk)) +
+            " chunks of " + std::to_string(chunk) + (vec > 1 ? " packs" : " elements") +
+            (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order from L2"
+             : reduces         ? ", one online (max, sum) pass (nothing to write)"
+                               : ", one elementwise pass");
+    }
+  }
+  const int variant = find_fused_variant(v);
+  if (variant < 0) throw Error(Status::internal, "no compiled fused kernel for " + fused_variant_name(v));
+
+  const std::int64_t rows_per_block = v.strategy == FusedStrategy::group_rows ? kFusedGroupBlock / v.group : 1;
+  const int per_sm = blocks_per_sm(dev, threads);
+  const std::int64_t resident = std::int64_t(std::max(dev.sm_count, 1)) * per_sm;
+  // stream_row: one wave, each block walking rows one at a time, so the
+  // rows between their two passes are at most one a block.
+  const std::int64_t waves = v.strategy == FusedStrategy::stream_row ? 1 : kMaxWaves;
+  const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
+  const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
+
+  FusedPlan plan;
+  plan.launch.variant = variant;
+  plan.launch.geometry = LaunchGeometry{grid, threads, 0};
+  plan.kernel = fused_variant_name(v);
+  // Appended piece by piece: one long chain of operator+ trips GCC 12's
+  // -Wrestrict false positive.
+  plan.why = why;
+  plan.why += "; grid " + std::to_string(grid);
+  plan.why += " of " + std::to_string(threads) + " threads (";
+  plan.why += std::to_string(per_sm);
+  plan.why += per_sm == 1 ? " block an SM x " : " blocks an SM x ";
+  plan.why += std::to_string(dev.sm_count) + " SMs, ";
+  if (grid < work)
+    plan.why += "grid-stride over " + std::to_string(s.rows) + " rows)";
+  else if (rows_per_block > 1)
+    plan.why += "one block per " + std::to_string(rows_per_block) + " rows)";
+  else
+    plan.why += "one block per row)";
+  return plan;
 }
 
 }  // namespace duet

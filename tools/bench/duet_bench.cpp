@@ -4,6 +4,15 @@
 //   effective GB/s = bytes moved (forward 2*M*N*size, backward 3*M*N*size) / time
 //   ceiling        = device-to-device copy, bytes read + bytes written / time
 //
+// The fused operations (--op masked_softmax, causal_softmax[_backward],
+// cross_entropy, cross_entropy_forward) count the bytes each must move:
+//   masked_softmax         x read, y written, the [B, 1, Sq, Sk] boolean mask read once
+//   causal_softmax         x read, y written (the masked half counted too)
+//   causal_softmax_backward y and dy read, dx written
+//   cross_entropy          the logits read once, the gradient written once
+//   cross_entropy_forward  the logits read once
+// (targets, losses and lse are a few bytes a row, not counted).
+//
 // Device events around each launch, warm-up, many repeats, median and
 // spread; inputs rotate among buffer sets so no timing reads from L2 unless
 // --hot is given. Every configuration is checked against the double
@@ -20,11 +29,16 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "duet/config.hpp"
+#include "duet/cross_entropy.hpp"
+#include "duet/fused_planner.hpp"
+#include "duet/masked_softmax.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
 #include "duet/reference.hpp"
@@ -106,6 +120,19 @@ class Progress {
   bool tty_;
 };
 
+bool is_fused(const std::string& op) {
+  return op == "masked_softmax" || op == "causal_softmax" || op == "causal_softmax_backward" ||
+         op == "cross_entropy" || op == "cross_entropy_forward";
+}
+
+// Row lengths a fused op runs by default: the shapes.
+std::vector<std::int64_t> fused_default_cols(const std::string& op, const std::string& dtype) {
+  if (op == "masked_softmax") return {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+  if (op.rfind("causal", 0) == 0) return {2048};
+  if (op == "cross_entropy") return {32000, 50257, 128256};
+  return dtype == "f32" ? std::vector<std::int64_t>{128256, 1048576} : std::vector<std::int64_t>{128256};
+}
+
 std::string now_utc() {
   char buf[32];
   const std::time_t t = std::time(nullptr);
@@ -141,7 +168,13 @@ int main(int argc, char** argv) {
   app.add_option("--op", ops_list,
                  "softmax, log_softmax, softmax_backward, log_softmax_backward (repeatable, or a comma list)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}));
+      ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "masked_softmax",
+                             "causal_softmax", "causal_softmax_backward", "cross_entropy", "cross_entropy_forward"}));
+  std::int64_t heads = 32, batch_size = 8;
+  app.add_option("--heads", heads, "fused softmax: attention heads H of [B, H, Sq, Sk] scores")
+      ->check(duet_tools::number(true));
+  app.add_option("--batch-size", batch_size, "fused softmax: batch B (causal: B x H x S rows of S)")
+      ->check(duet_tools::number(true));
   app.add_option("--warmup", warmup, "untimed launches first")->check(duet_tools::number(false));
   app.add_option("--repeats", repeats, "timed samples (median reported)")->check(duet_tools::number(true));
   app.add_option("--batch", batch, "back-to-back launches per timed sample")->check(duet_tools::number(true));
@@ -169,6 +202,7 @@ int main(int argc, char** argv) {
   try {
     const auto& props = dev.props();
     if (sweep == "tutorial" && fixed_rows == 0) fixed_rows = 4096;
+    const bool cols_given = !cols_list.empty();
     if (cols_list.empty()) {
       if (sweep == "tutorial")
         for (std::int64_t n = 256; n <= 12544; n += 384) cols_list.push_back(n);
@@ -223,8 +257,169 @@ int main(int argc, char** argv) {
     Progress progress(cols_list.size() * dtypes.size() * ops_list.size());
     std::printf("%-22s %-5s %9s %9s %-34s %9s %9s %6s\n", "op", "dtype", "rows", "cols", "variant", "ms", "GB/s", "ratio");
     std::mt19937_64 rng(1234);
+    // A fused operation, timed as the others: returns false on a wrong result.
+    auto run_fused = [&](const std::string& op_name, const std::string& dt_name, std::int64_t cols) {
+      const duet::DType dt = duet::dtype_from_string(dt_name);
+      const int es = duet::dtype_size(dt);
+      const bool causal = op_name.rfind("causal", 0) == 0;
+      const bool ce = op_name.rfind("cross_entropy", 0) == 0;
+      const bool bwd = op_name == "causal_softmax_backward";
+      const bool grad = op_name == "cross_entropy";
+      // Rows: causal [B, H, S, S]; masked [B, H, Sq, Sk] with Sq from the
+      // size; cross-entropy --rows or from the size.
+      std::int64_t rows = fixed_rows > 0 ? fixed_rows
+                                         : std::max<std::int64_t>(1, static_cast<std::int64_t>(mbytes * 1e6 / (double(cols) * es)));
+      std::int64_t seq_q = 1;
+      if (causal) {
+        seq_q = cols;
+        rows = batch_size * heads * cols;
+      } else if (!ce) {
+        seq_q = std::max<std::int64_t>(1, rows / (batch_size * heads));
+        rows = batch_size * heads * seq_q;
+      }
+      const std::size_t bytes = std::size_t(rows * cols) * es;
+      const std::size_t mask_bytes = op_name == "masked_softmax" ? std::size_t(batch_size * seq_q * cols) : 0;
+      const int tensors = bwd ? 3 : 2;
+      const int sets = hot ? 1
+                           : static_cast<int>(std::clamp<std::int64_t>(
+                                 3 * props.l2_bytes / std::max<std::size_t>(bytes, 1) + 2, 2,
+                                 std::max<std::int64_t>(2, static_cast<std::int64_t>(props.memory_bytes * 0.6 /
+                                                                                     double(bytes * tensors)))));
+      std::vector<duet::Buffer> xs, gs, outs;
+      std::normal_distribution<float> dist(0.0f, 4.0f);
+      std::vector<float> host(std::min<std::size_t>(std::size_t(rows * cols), std::size_t(1) << 22));
+      for (auto& v : host) v = dist(rng);
+      const auto encoded = duet::reference::encode(host, dt);
+      auto filled = [&](std::size_t n) {
+        duet::Buffer b(dev, n);
+        for (std::size_t off = 0; off < n; off += encoded.size()) b.upload(encoded.data(), std::min(encoded.size(), n - off), off);
+        return b;
+      };
+      for (int s = 0; s < sets; ++s) {
+        xs.push_back(filled(bytes));
+        if (bwd) gs.push_back(filled(bytes));
+        if (!ce || grad) outs.emplace_back(dev, bytes);
+      }
+      duet::Buffer mask, target, loss, lse;
+      if (mask_bytes) {
+        std::vector<std::uint8_t> m(mask_bytes);
+        std::bernoulli_distribution masked(0.25);
+        for (auto& b : m) b = masked(rng) ? 1 : 0;
+        mask = duet::Buffer(dev, mask_bytes);
+        mask.upload(m.data(), m.size());
+      }
+      std::int64_t workspace = 0;
+      if (ce) {
+        std::vector<std::int64_t> t(static_cast<std::size_t>(rows));
+        std::uniform_int_distribution<std::int64_t> pick(0, cols - 1);
+        for (auto& v : t) v = pick(rng);
+        target = duet::Buffer(dev, t.size() * 8);
+        target.upload(t.data(), t.size() * 8);
+        loss = duet::Buffer(dev, 4);
+        lse = duet::Buffer(dev, std::size_t(rows) * 4);
+        workspace = static_cast<std::int64_t>(duet::cross_entropy_workspace_size(dev, rows, duet::Reduction::mean));
+      }
+      duet::FusedShape shape;
+      shape.dtype = dt;
+      shape.rows = rows;
+      shape.cols = cols;
+      shape.vector_ok = cols % duet::dtype_vec16(dt) == 0;
+      shape.gradient = grad;
+      std::function<void(int)> launch;
+      if (ce) {
+        shape.op = duet::FusedOp::cross_entropy;
+        launch = [&](int s) {
+          duet::CrossEntropyCall call;
+          call.dtype = dt;
+          call.rows = rows;
+          call.cols = cols;
+          call.logits = xs[std::size_t(s)].data();
+          call.logits_stride = cols;
+          call.target = target.data();
+          call.loss = static_cast<float*>(loss.data());
+          call.lse = static_cast<float*>(lse.data());
+          if (grad) {
+            call.grad = outs[std::size_t(s)].data();
+            call.grad_stride = cols;
+          }
+          duet::run(dev, call);
+        };
+      } else {
+        shape.op = bwd ? duet::FusedOp::masked_softmax_backward : duet::FusedOp::masked_softmax;
+        shape.mask_kind = bwd ? duet::MaskKind::none : causal ? duet::MaskKind::causal : duet::MaskKind::boolean;
+        launch = [&](int s) {
+          duet::MaskedSoftmaxCall call;
+          call.backward = bwd;
+          call.dtype = dt;
+          call.rows = rows;
+          call.cols = cols;
+          call.x = xs[std::size_t(s)].data();
+          call.x_stride = call.out_stride = call.dy_stride = cols;
+          call.out = outs[std::size_t(s)].data();
+          if (bwd) call.dy = gs[std::size_t(s)].data();
+          call.scale = 0.088f;
+          call.mask.kind = shape.mask_kind;
+          call.mask.heads = heads;
+          call.mask.seq_q = seq_q;
+          if (mask_bytes) {
+            call.mask.data = mask.data();
+            call.mask.batch_stride = seq_q * cols;
+            call.mask.row_stride = cols;
+          }
+          duet::run(dev, call);
+        };
+      }
+      const std::string variant = dev.is_gpu() ? duet::plan_fused(props, shape).kernel : "host fused rows";
+      double check_error = -1;
+      if (check) {
+        // Without the float64 reference here: a forward softmax row sums to
+        // 1, a loss is finite.
+        launch(0);
+        duet::synchronize(dev);
+        if (ce) {
+          float l = 0;
+          loss.download(&l, 4);
+          check_error = std::isfinite(l) ? 0.0 : 1.0;
+        } else if (!bwd) {
+          std::vector<std::uint8_t> raw(std::size_t(cols) * es);
+          outs[0].download(raw.data(), raw.size(), std::size_t(rows / 2) * cols * es);
+          double sum = 0;
+          for (float v : duet::reference::decode(raw.data(), std::size_t(cols), dt)) sum += v;
+          check_error = std::fabs(sum - 1.0);
+        }
+        if (check_error > 2e-2) {
+          std::fprintf(stderr, "\nduet-bench: WRONG RESULT %s %s %lldx%lld: check error %g\n", op_name.c_str(),
+                       dt_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols), check_error);
+          return false;
+        }
+      }
+      const Timing t = time_it(dev, warmup, repeats, sets, batch, launch);
+      const double moved = double(bytes) * (ce ? (grad ? 2 : 1) : tensors) + double(mask_bytes);
+      const double gbps = moved / (t.median_ms * 1e-3) / 1e9;
+      std::printf("%-22s %-5s %9lld %9lld %-34s %9.4f %9.2f %6.3f\n", op_name.c_str(), dt_name.c_str(),
+                  static_cast<long long>(rows), static_cast<long long>(cols), variant.c_str(), t.median_ms, gbps,
+                  gbps / copy_gbps);
+      json r = {{"op", op_name}, {"dtype", dt_name}, {"rows", rows}, {"cols", cols}, {"variant", variant},
+                {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gbps", gbps},
+                {"ratio", gbps / copy_gbps}, {"input_sets", sets}, {"check_error", check_error},
+                {"bytes_moved", moved}};
+      if (!ce) r["shape"] = {batch_size, heads, seq_q, cols};
+      if (mask_bytes) r["mask_bytes"] = mask_bytes;
+      if (ce) {
+        r["workspace_bytes"] = workspace;
+        r["extra_memory_fraction"] = double(workspace) / double(bytes);
+      }
+      results.push_back(r);
+      progress.step(op_name + " " + dt_name + " N=" + std::to_string(cols));
+      return true;
+    };
     for (const auto& op_name : ops_list)
-      for (const auto& dt_name : dtypes)
+      for (const auto& dt_name : dtypes) {
+        if (is_fused(op_name)) {
+          for (std::int64_t cols : cols_given ? cols_list : fused_default_cols(op_name, dt_name))
+            if (!run_fused(op_name, dt_name, cols)) return kWrongResult;
+          continue;
+        }
         for (std::int64_t cols : cols_list) {
           const duet::DType dt = duet::dtype_from_string(dt_name);
           const bool bwd = op_name.find("backward") != std::string::npos;
@@ -313,6 +508,7 @@ int main(int argc, char** argv) {
                              {"ratio", gbps / copy_gbps}, {"input_sets", sets}, {"check_error", check_error}});
           progress.step(op_name + " " + dt_name + " N=" + std::to_string(cols));
         }
+      }
     json doc = {{"tool", "duet-bench"},
                 {"duet_version", DUET_VERSION},
                 {"commit", commit},

@@ -20,6 +20,8 @@
 #include "duet/config.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
+#include "duet/fused_planner.hpp"
+#include "fused_variants.hpp"
 #include "duet/kernel_resources.hpp"
 #include "duet/planner.hpp"
 #include "duet/props_json.hpp"
@@ -239,7 +241,93 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   return j;
 }
 
+// The fused operations --op names: which FusedOp, mask and gradient.
+struct FusedRequest {
+  std::string name;  // as given
+  duet::FusedShape shape;
+};
+
+std::optional<FusedRequest> fused_request(const std::string& op, bool backward) {
+  FusedRequest r;
+  r.name = op;
+  auto& s = r.shape;
+  if (op == "softmax") return std::nullopt;
+  if (op == "masked_softmax" || op == "causal_softmax" || op == "additive_masked_softmax" || op == "scaled_softmax") {
+    s.op = backward ? duet::FusedOp::masked_softmax_backward : duet::FusedOp::masked_softmax;
+    s.mask_kind = op == "causal_softmax"            ? duet::MaskKind::causal
+                  : op == "additive_masked_softmax" ? duet::MaskKind::additive
+                  : op == "scaled_softmax"          ? duet::MaskKind::none
+                                                    : duet::MaskKind::boolean;
+  } else {  // cross_entropy (the forward writing the gradient), cross_entropy_forward (loss only)
+    s.op = backward ? duet::FusedOp::cross_entropy_backward : duet::FusedOp::cross_entropy;
+    s.gradient = !backward && op == "cross_entropy";
+  }
+  return r;
+}
+
+json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest& f) {
+  duet::FusedShape shape = f.shape;
+  shape.dtype = req.dtype;
+  shape.rows = req.rows;
+  shape.cols = req.cols;
+  shape.vector_ok = req.cols % duet::dtype_vec16(req.dtype) == 0;
+  json j = {{"device", printable(e.label)}, {"rows", req.rows},          {"cols", req.cols},
+            {"dtype", duet::to_string(req.dtype)}, {"op", duet::to_string(shape.op)},
+            {"mask", duet::to_string(shape.mask_kind)}, {"gradient", shape.gradient},
+            {"backward", shape.op == duet::FusedOp::masked_softmax_backward ||
+                             shape.op == duet::FusedOp::cross_entropy_backward}};
+  if (req.rows == 0 || req.cols == 0) {
+    j["noop"] = true;
+    j["why"] = std::string(req.rows == 0 ? "0 rows" : "0 columns") + ": a no-op, nothing is launched";
+    return j;
+  }
+  if (!e.props.is_gpu()) {
+    j["noop"] = false;
+    j["host"] = true;
+    j["why"] = "the host backend runs its own row loops: no GPU plan";
+    return j;
+  }
+  duet::FusedPlan p;
+  try {
+    p = duet::plan_fused(e.props, shape);
+  } catch (const duet::Error& err) {
+    if (err.status() != duet::Status::invalid_argument) throw;
+    throw UsageError{"--plan " + req.text + ": " + err.what()};
+  }
+  j.update(json{{"noop", false},
+                {"variant", p.kernel},
+                {"variant_index", p.launch.variant},
+                {"why", p.why},
+                {"grid", p.launch.geometry.grid},
+                {"block", p.launch.geometry.block}});
+  return j;
+}
+
+void print_fused_plan(const json& j) {
+  std::string what = j["op"].get<std::string>();
+  if (j["mask"] != "none") what += " (mask " + j["mask"].get<std::string>() + ")";
+  if (j["gradient"].get<bool>()) what += " with the gradient";
+  std::printf("Plan for %s: %lld x %lld %s %s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
+              j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(), what.c_str());
+  if (j["noop"].get<bool>()) {
+    print_kv("launch", "none (" + j["why"].get<std::string>() + ")");
+    return;
+  }
+  if (j.contains("host")) {
+    print_kv("kernel", j["why"].get<std::string>());
+    return;
+  }
+  print_kv("variant", j["variant"].get<std::string>());
+  print_kv("why", j["why"].get<std::string>());
+  print_kv("launch", "grid " + std::to_string(j["grid"].get<long long>()) + " x block " +
+                         std::to_string(j["block"].get<int>()));
+}
+
 void print_plan(const json& j) {
+  if (j.contains("op")) {
+    print_fused_plan(j);
+    return;
+  }
   std::printf("Plan for %s: %lld x %lld %s%s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
               j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(),
               j["backward"].get<bool>() ? " backward" : "");
@@ -316,6 +404,13 @@ int main(int argc, char** argv) {
   app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16] (repeatable, or a comma list)")
       ->delimiter(',');
   app.add_flag("--backward", backward, "plan the backward kernels");
+  std::string op_name = "softmax";
+  app.add_option("--op", op_name,
+                 "the operation --plan plans: softmax (default); masked_softmax (a boolean mask), causal_softmax, "
+                 "additive_masked_softmax, scaled_softmax (no mask); cross_entropy (the forward writing the "
+                 "gradient), cross_entropy_forward (the loss only); --backward plans their backward")
+      ->check(CLI::IsMember({"softmax", "masked_softmax", "causal_softmax", "additive_masked_softmax", "scaled_softmax",
+                             "cross_entropy", "cross_entropy_forward"}));
   try {
     app.parse(argc, argv);
     std::vector<PlanRequest> requests;
@@ -348,7 +443,10 @@ int main(int argc, char** argv) {
     for (const auto& e : entries) {
       const bool host_beside_gpus = !e.props.is_gpu() && gpus > 0 && device_index < 0;  // plan the GPUs only
       if (!host_beside_gpus)
-        for (const auto& r : requests) plan_json.push_back(plan_entry(e, r, backward));
+        for (const auto& r : requests) {
+          const auto fused = fused_request(op_name, backward);
+          plan_json.push_back(fused ? fused_plan_entry(e, r, *fused) : plan_entry(e, r, backward));
+        }
     }
 
     const auto infos = duet::backend_info();

@@ -1,0 +1,396 @@
+// The fused row operations as policies: what one row of each operation
+// loads, accumulates, and writes. The strategies (families/fused_rows.cuh)
+// decide who holds which packs of a row and how the threads combine their
+// partial results; a policy knows nothing of threads.
+//
+// A policy is built for one row (Policy op(args, row)) and offers:
+//   kSoftmax   the row needs an online (max, sum) pair of its values
+//   kSums      plain sums it needs besides (0..2, RowAcc::a and ::b)
+//   kReduces   either: the row's threads combine their partial results
+//   Item       the packs of one position: x, and dy or a mask pack
+//   load<H>(it, p)          loads pack p (columns p*PACK ...) of every tensor
+//   accumulate(acc, it, p)  adds pack p to the thread's RowAcc
+//   finish(acc) -> Final    the row's constants, from the combined RowAcc
+//   writes()                whether the row has an output tensor
+//   store<S>(it, p, f)      writes pack p of the output
+//   epilogue(f)             per-row scalars (cross-entropy's loss and lse):
+//                           one thread of the row calls it
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/math.cuh"
+#include "common/storage.cuh"
+#include "fused_args.hpp"
+
+namespace duet::DUET_NS::kernels {
+
+// A thread's (then a row's) partial results: the online pair (m, s) and
+// two plain sums a and b.
+struct RowAcc {
+  float m = kNegInf;
+  float s = 0.0f;
+  float a = 0.0f;
+  float b = 0.0f;
+};
+
+constexpr float kNaN = __builtin_nanf("");
+
+// Cross-entropy's workspace (fused_args.hpp): the two counters, then the
+// per-row losses of reductions mean and sum.
+__device__ __forceinline__ int* ce_counters(const FusedArgs& a) { return static_cast<int*>(a.workspace); }
+__device__ __forceinline__ float* ce_row_losses(const FusedArgs& a) {
+  return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + kCrossEntropyCountersBytes);
+}
+
+__device__ __forceinline__ std::int64_t target_of(const FusedArgs& a, std::int64_t row) {
+  if (a.target_type == IndexType::i32) return static_cast<const std::int32_t*>(a.target)[row * a.target_stride];
+  return static_cast<const std::int64_t*>(a.target)[row * a.target_stride];
+}
+
+template <class V>
+__device__ __forceinline__ void store_pack(V* p, const V& v, bool streaming) {
+  if (streaming)
+    store_streaming(p, v);
+  else
+    *p = v;
+}
+
+struct NoPack {};
+
+// PACK bytes of a boolean mask as whole 32-bit words (a Pack of bytes is
+// held a byte a register: eight registers for eight bytes, and spills).
+template <int PACK>
+struct BoolPackOf {
+  using type = std::uint8_t;
+};
+template <>
+struct BoolPackOf<4> {
+  using type = unsigned;
+};
+template <>
+struct BoolPackOf<8> {
+  using type = uint2;
+};
+template <int PACK>
+using BoolPack = typename BoolPackOf<PACK>::type;
+__device__ __forceinline__ unsigned mask_byte(std::uint8_t b, int) { return b; }
+__device__ __forceinline__ unsigned mask_byte(unsigned w, int e) { return (w >> (8 * e)) & 0xffu; }
+__device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
+  return ((e < 4 ? w.x : w.y) >> (8 * (e % 4))) & 0xffu;
+}
+
+// ------------------------------------------------------------ masked softmax
+// v = scale * x + mask (additive), -inf where masked (boolean, causal);
+// y = softmax(v). A row with every v = -inf gives NaN, or zeros when
+// zero_masked_rows.
+template <class T, int PACK, MaskKind MASK>
+struct MaskedSoftmaxOp {
+  static constexpr bool kSoftmax = true;
+  static constexpr int kSums = 0;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
+                                      std::conditional_t<MASK == MaskKind::boolean, BoolPack<PACK>, NoPack>>;
+  struct Item {
+    V x;
+    MaskPack mk;
+  };
+  struct Final {
+    float m, inv_s;
+    bool dead;
+  };
+
+  const V* x;
+  V* out;
+  const MaskPack* mask = nullptr;
+  int limit = 0;  // causal: the last column query i sees, clamped to [-1, cols]
+  float scale;
+  int zero_rows;
+
+  __device__ __forceinline__ MaskedSoftmaxOp(const FusedArgs& a, std::int64_t row)
+      : x(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
+        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+        scale(a.scale),
+        zero_rows(a.zero_masked_rows) {
+    if constexpr (MASK != MaskKind::none) {
+      const std::int64_t i = row % a.seq_q;
+      if constexpr (MASK == MaskKind::causal) {
+        // 32-bit column compares (cols < 2^31) cost fewer registers.
+        const std::int64_t last = i + a.causal_offset;
+        limit = static_cast<int>(last < -1 ? -1 : last > a.cols ? a.cols : last);
+      } else {
+        const std::int64_t bh = row / a.seq_q;
+        const std::int64_t off = (bh / a.heads) * a.mask_batch_stride + (bh % a.heads) * a.mask_head_stride +
+                                 i * a.mask_row_stride;
+        if constexpr (MASK == MaskKind::additive)
+          mask = reinterpret_cast<const MaskPack*>(static_cast<const T*>(a.mask) + off);
+        else
+          mask = reinterpret_cast<const MaskPack*>(static_cast<const std::uint8_t*>(a.mask) + off);
+      }
+    }
+  }
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    if constexpr (MASK == MaskKind::causal) {
+      // A pack wholly past the diagonal is never read: its values are -inf
+      // whatever x holds.
+      if (static_cast<int>(p) * PACK > limit) {
+        it.x = V{};
+        return;
+      }
+    }
+    it.x = load_hinted<H>(x + p);
+    if constexpr (MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
+    if constexpr (MASK == MaskKind::boolean) it.mk = mask[p];
+  }
+
+  __device__ __forceinline__ float value(const Item& it, int e, std::int64_t p) const {
+    float v = scale * element<T>(it.x, e);
+    if constexpr (MASK == MaskKind::additive) v += element<T>(it.mk, e);
+    if constexpr (MASK == MaskKind::boolean) v = mask_byte(it.mk, e) != 0 ? kNegInf : v;
+    if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
+    return v;
+  }
+
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
+    online_add<PACK>(acc.m, acc.s, [&](int e) { return value(it, e, p); });
+  }
+
+  __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.m, 1.0f / r.s, r.m == kNegInf}; }
+  __device__ __forceinline__ bool writes() const { return true; }
+
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    const V o = make_pack<T, V>([&](int e) {
+      if (f.dead) return zero_rows ? 0.0f : kNaN;
+      return exp_shifted(value(it, e, p), f.m) * f.inv_s;
+    });
+    store_pack(out + p, o, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
+// ------------------------------------------------------------ masked softmax backward
+// dx = scale * y * (dy - sum(dy * y)).
+template <class T, int PACK>
+struct MaskedSoftmaxBackwardOp {
+  static constexpr bool kSoftmax = false;
+  static constexpr int kSums = 1;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V y, dy;
+  };
+  struct Final {
+    float dot;
+  };
+  const V* y;
+  const V* dy;
+  V* out;
+  float scale;
+
+  __device__ __forceinline__ MaskedSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row)
+      : y(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
+        dy(row_ptr<T, PACK, V>(a.dy, row, a.dy_stride)),
+        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+        scale(a.scale) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.y = load_hinted<H>(y + p);
+    it.dy = load_hinted<H>(dy + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.y, e) * element<T>(it.dy, e);
+  }
+  __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.a}; }
+  __device__ __forceinline__ bool writes() const { return true; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    const V o = make_pack<T, V>(
+        [&](int e) { return scale * element<T>(it.y, e) * (element<T>(it.dy, e) - f.dot); });
+    store_pack(out + p, o, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
+// ------------------------------------------------------------ cross-entropy
+// Shared by the forward and the backward: the row's target and the
+// gradient's coefficients. The gradient of element j is
+//   c_p * exp(x_j - m) / s - (j == t ? c_t : 0) - c_u
+// with c_p = g (1 + 2 z lse), c_t = g (1 - eps), c_u = g eps / V; ignored
+// rows write 0, rows with an invalid target NaN.
+struct CeRow {
+  int t;         // the target column, or -1 (ignored or invalid)
+  bool ignored;
+  bool invalid;
+};
+__device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
+  const std::int64_t t = target_of(a, row);
+  CeRow r;
+  r.ignored = t == a.ignore_index;
+  r.invalid = !r.ignored && (t < 0 || t >= a.cols);
+  r.t = r.ignored || r.invalid ? -1 : static_cast<int>(t);
+  return r;
+}
+// g: the upstream gradient of the row's loss (mean divides by the rows
+// counted, which the count kernel has put in the workspace).
+__device__ __forceinline__ float ce_grad_scale(const FusedArgs& a, std::int64_t row, bool forward) {
+  const float g = forward ? 1.0f : (a.reduction == Reduction::none ? a.grad_loss[row] : a.grad_loss[0]);
+  return a.reduction == Reduction::mean ? g / static_cast<float>(ce_counters(a)[0]) : g;
+}
+
+struct CeFinal {
+  float m, inv_s, lse, loss;
+  float c_p, c_t, c_u;
+  bool zero, nan;  // ignored row: zeros; invalid target: NaN
+};
+__device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, float g, float m, float inv_s,
+                                            float lse) {
+  CeFinal f;
+  f.m = m;
+  f.inv_s = inv_s;
+  f.lse = lse;
+  const float eps = a.label_smoothing;
+  f.c_p = g * (1.0f + 2.0f * a.z_loss * lse);
+  f.c_t = g * (1.0f - eps);
+  f.c_u = g * eps / static_cast<float>(a.cols);
+  f.loss = 0.0f;
+  f.zero = r.ignored;
+  f.nan = r.invalid;
+  return f;
+}
+__device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int t) {
+  if (f.zero) return 0.0f;
+  if (f.nan) return kNaN;
+  return f.c_p * (exp_shifted(x, f.m) * f.inv_s) - (col == t ? f.c_t : 0.0f) - f.c_u;
+}
+
+// The forward: lse by the online pair, a = sum of x (label smoothing),
+// b = x[t]; the gradient for an upstream 1 where out is set.
+template <class T, int PACK>
+struct CrossEntropyOp {
+  static constexpr bool kSoftmax = true;
+  static constexpr int kSums = 2;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V x;
+  };
+  using Final = CeFinal;
+  const FusedArgs& a;
+  const V* x;
+  V* out;
+  CeRow r;
+
+  __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row)
+      : a(args),
+        x(row_ptr<T, PACK, V>(args.x, row, args.x_stride)),
+        out(args.out ? row_ptr<T, PACK, V>(args.out, row, args.out_stride) : nullptr),
+        r(ce_row(args, row)) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.x = load_hinted<H>(x + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
+    online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
+    const int c0 = static_cast<int>(p) * PACK;
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) {
+      const float v = element<T>(it.x, e);
+      acc.a += v;
+      acc.b += c0 + e == r.t ? v : 0.0f;
+    }
+  }
+  __device__ __forceinline__ Final finish(const RowAcc& acc) const {
+    const float lse = acc.m + logf(acc.s);
+    Final f = ce_final(a, r, ce_grad_scale(a, 0, true), acc.m, 1.0f / acc.s, lse);
+    const float eps = a.label_smoothing;
+    f.loss = r.ignored ? 0.0f
+             : r.invalid
+                 ? kNaN
+                 : lse - (1.0f - eps) * acc.b - eps / static_cast<float>(a.cols) * acc.a + a.z_loss * lse * lse;
+    return f;
+  }
+  __device__ __forceinline__ bool writes() const { return out != nullptr; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    const int c0 = static_cast<int>(p) * PACK;
+    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    store_pack(out + p, o, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final& f, std::int64_t row) const {
+    if (a.lse) a.lse[row] = r.invalid ? kNaN : f.lse;
+    if (a.reduction == Reduction::none)
+      a.loss[row] = f.loss;
+    else
+      ce_row_losses(a)[row] = f.loss;
+  }
+};
+
+// The backward from the forward's lse: elementwise, no reduction.
+template <class T, int PACK>
+struct CrossEntropyBackwardOp {
+  static constexpr bool kSoftmax = false;
+  static constexpr int kSums = 0;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V x;
+  };
+  using Final = CeFinal;
+  const FusedArgs& a;
+  const V* x;
+  V* out;
+  CeRow r;
+  std::int64_t row;
+
+  __device__ __forceinline__ CrossEntropyBackwardOp(const FusedArgs& args, std::int64_t row_)
+      : a(args),
+        x(row_ptr<T, PACK, V>(args.x, row_, args.x_stride)),
+        out(row_ptr<T, PACK, V>(args.out, row_, args.out_stride)),
+        r(ce_row(args, row_)),
+        row(row_) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.x = load_hinted<H>(x + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc&, const Item&, std::int64_t) const {}
+  __device__ __forceinline__ Final finish(const RowAcc&) const {
+    // exp(x - lse) = exp(x - m) / s with m = lse, s = 1.
+    const float lse = a.lse[row];
+    return ce_final(a, r, ce_grad_scale(a, row, false), lse, 1.0f, lse);
+  }
+  __device__ __forceinline__ bool writes() const { return true; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    const int c0 = static_cast<int>(p) * PACK;
+    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    store_pack(out + p, o, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
+// The policy of catalogue entry (op, mask).
+template <FusedOp OP, MaskKind MASK, class T, int PACK>
+struct OpOf;
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::masked_softmax, MASK, T, PACK> {
+  using type = MaskedSoftmaxOp<T, PACK, MASK>;
+};
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::masked_softmax_backward, MASK, T, PACK> {
+  using type = MaskedSoftmaxBackwardOp<T, PACK>;
+};
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::cross_entropy, MASK, T, PACK> {
+  using type = CrossEntropyOp<T, PACK>;
+};
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::cross_entropy_backward, MASK, T, PACK> {
+  using type = CrossEntropyBackwardOp<T, PACK>;
+};
+
+}  // namespace duet::DUET_NS::kernels

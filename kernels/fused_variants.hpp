@@ -1,0 +1,150 @@
+// The catalogue of compiled kernels of the fused row operations (scaled and
+// masked softmax, cross-entropy): plain data, shared by the vendor backends
+// (kernels/fused_launch.cu instantiates one kernel per entry) and the
+// vendor-free fused planner (runtime/src/fused_planner.cpp picks an entry).
+// No vendor header.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "duet/export.h"
+#include "fused_args.hpp"
+
+namespace duet {
+
+enum class FusedStrategy : int {
+  // THREADS_PER_ROW (8 or 32) threads hold a row in registers, several rows
+  // a block; reductions by shuffles within the group, no barrier.
+  group_rows = 0,
+  // One block a row (run-time block size), the row in registers.
+  block_row = 1,
+  // Rows past one block's registers: one row a block at a time, a first
+  // pass of online (max, sum) over chunks, then (ops that write the row) a
+  // second pass over the chunks in reverse order, which finds the most
+  // recently read ones still in L2.
+  stream_row = 2,
+};
+
+// The operation a kernel serves: FusedOp, and for masked_softmax the mask.
+struct FusedVariant {
+  FusedOp op;
+  MaskKind mask;  // masked_softmax only; none otherwise
+  DType dtype;
+  FusedStrategy strategy;
+  int vec;    // elements a memory access: 16 / sizeof(T), or 1 (the scalar path)
+  int group;  // group_rows: threads a row; otherwise 0
+  int vpt;    // packs each thread holds (stream_row: loads in flight a chunk)
+};
+
+// Block sizes: group_rows blocks of kFusedGroupBlock threads;
+// block_row blocks of 128..kFusedBlockMaxThreads threads (multiples of 64,
+// whole wavefronts); stream_row blocks of kFusedStreamBlock threads, a
+// compile-time constant so a thread's packs sit at constant offsets.
+inline constexpr int kFusedGroupBlock = 128;
+inline constexpr int kFusedBlockMaxThreads = 1024;
+inline constexpr int kFusedStreamBlock = 1024;
+// Registers a thread may use, as __launch_bounds__ caps them (the planner's
+// occupancy estimate assumes the cap): group_rows asks for 8 blocks of 128
+// threads an SM, block_row and stream_row for blocks of 1024 threads.
+inline constexpr int kFusedRegisterCap = 64;
+
+// How much a row position holds in registers decides how many packs a
+// thread keeps: "light" ops hold one 16-byte tensor (masked softmax without
+// a mask tensor or causal, cross-entropy's backward); the others hold a
+// second tensor (masked softmax's additive or boolean mask, the backward's
+// dy) or four running sums (cross-entropy's forward) and keep half as many,
+// which fit kFusedRegisterCap without spilling (ptxas -v, sm_90).
+constexpr bool fused_light(FusedOp op, MaskKind mask) {
+  return op == FusedOp::cross_entropy_backward ||
+         (op == FusedOp::masked_softmax && (mask == MaskKind::none || mask == MaskKind::causal));
+}
+constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
+  return op == FusedOp::masked_softmax_backward ||
+         (op == FusedOp::masked_softmax && (mask == MaskKind::additive || mask == MaskKind::boolean));
+}
+
+// group_rows shapes (threads a row, packs a thread) on the vector path,
+// light ops, for rows of up to 16, 64, 128 and 256 packs: at least 8 threads
+// a row (a warp's load covers whole 128-byte lines) and 2 packs a thread in
+// flight; the others keep half the packs (rows up to 8, 32, 64, 128).
+inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {32, 2}, {32, 4}, {32, 8}}};
+constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i) {
+  return {kFusedGroupShapes[i][0], fused_light(op, mask) ? kFusedGroupShapes[i][1] : kFusedGroupShapes[i][1] / 2};
+}
+// block_row packs a thread on the vector path (others: half; causal too,
+// whose column compares spill 8 packs of 16-bit values on sm_80).
+inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
+constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
+  return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
+}
+// The scalar path (vec = 1): one shape each, enough elements a thread in
+// flight to cover memory latency with 1- to 4-byte accesses.
+inline constexpr std::array<int, 2> kFusedScalarGroup{32, 8};  // threads a row, packs a thread (light ops)
+constexpr int fused_scalar_group_vpt(FusedOp op, MaskKind mask) { return fused_light(op, mask) ? 8 : 4; }
+// block_row on the scalar path: 8 elements a thread (16 spill on sm_80).
+constexpr int fused_scalar_block_vpt(FusedOp, MaskKind) { return 8; }
+// stream_row: packs a thread loads a chunk: 4 (64 KiB chunks of 1024
+// threads), 2 for two tensors; scalar: 8 elements, 4 for two tensors.
+constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
+  return (vec == 1 ? 8 : 4) / (fused_two_tensors(op, mask) ? 2 : 1);
+}
+
+// The op kinds in catalogue order: masked_softmax with each mask, then the
+// other three operations.
+inline constexpr std::array<std::pair<FusedOp, MaskKind>, 7> kFusedOpKinds{{
+    {FusedOp::masked_softmax, MaskKind::none},
+    {FusedOp::masked_softmax, MaskKind::additive},
+    {FusedOp::masked_softmax, MaskKind::boolean},
+    {FusedOp::masked_softmax, MaskKind::causal},
+    {FusedOp::masked_softmax_backward, MaskKind::none},
+    {FusedOp::cross_entropy, MaskKind::none},
+    {FusedOp::cross_entropy_backward, MaskKind::none},
+}};
+
+constexpr int fused_variants_per_kind() {
+  return int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 1 + 3;  // vector, then scalar
+}
+inline constexpr int kFusedVariantCount = int(kFusedOpKinds.size()) * 3 * fused_variants_per_kind();
+
+constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
+  std::array<FusedVariant, kFusedVariantCount> out{};
+  int i = 0;
+  for (const auto& [op, mask] : kFusedOpKinds)
+    for (int d = 0; d < 3; ++d) {
+      const DType dt = static_cast<DType>(d);
+      const int vec = dtype_vec16(dt);
+      for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
+        const auto shape = fused_group_shape(op, mask, g);
+        out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, vec, shape[0], shape[1]};
+      }
+      for (int b = 0; b < int(kFusedBlockVpt.size()); ++b)
+        out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, vec, 0, fused_block_vpt(op, mask, b)};
+      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::stream_row, vec, 0, fused_stream_vpt(op, mask, vec)};
+      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, 1, kFusedScalarGroup[0],
+                              fused_scalar_group_vpt(op, mask)};
+      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, 1, 0, fused_scalar_block_vpt(op, mask)};
+      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::stream_row, 1, 0, fused_stream_vpt(op, mask, 1)};
+    }
+  return out;
+}
+inline constexpr std::array<FusedVariant, kFusedVariantCount> kFusedCatalogue = make_fused_catalogue();
+
+constexpr int find_fused_variant(const FusedVariant& want) {
+  for (int i = 0; i < kFusedVariantCount; ++i) {
+    const FusedVariant& v = kFusedCatalogue[i];
+    if (v.op == want.op && v.mask == want.mask && v.dtype == want.dtype && v.strategy == want.strategy &&
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt)
+      return i;
+  }
+  return -1;
+}
+
+DUET_API std::string to_string(FusedOp op);
+DUET_API std::string to_string(MaskKind m);
+DUET_API std::string to_string(FusedStrategy s);
+// "block_row<masked_softmax:boolean,bf16,vec8,v4>"
+DUET_API std::string fused_variant_name(const FusedVariant& v);
+
+}  // namespace duet
