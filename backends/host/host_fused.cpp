@@ -63,12 +63,13 @@ decltype(auto) with_storage(DType dtype, F&& f) {
 }
 
 // exp(x) in float32 to about 2 ulp (Cephes' expf: x = n ln2 + r, a
-// polynomial in r, times 2^n), written without calls so loops over it
-// vectorize: exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN, underflow
-// below -87.3 flushes to 0.
+// polynomial in r, times 2^(n - 1) times 2, so that n = 128 stays finite),
+// written without calls so loops over it vectorize: exp(-inf) = 0,
+// exp(+inf) = +inf, exp(NaN) = NaN; x below about -87 (results under
+// 2^-125) flushes to 0.
 inline float fast_exp(float x) {
   const bool nan = x != x;
-  const float xc = nan ? 0.0f : std::min(std::max(x, -87.33654f), 88.37626f);
+  const float xc = nan ? 0.0f : std::min(std::max(x, -87.33654f), 88.72283f);
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (xc * 1.44269504088896341f + kMagic) - kMagic;
   const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
@@ -79,8 +80,8 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  const float e = y * scale;
+  const float half_scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 126) << 23);
+  const float e = (y * half_scale) * 2.0f;
   return nan ? x : x > 88.72283f ? kInf : x < -87.33654f ? 0.0f : e;
 }
 
