@@ -145,12 +145,109 @@ static void impossible_sizes(void) {
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("x: 2 rows of stride"), "status %d: %s", s, duet_last_error());
 }
 
+/* The fused operations: bad enums (negative ones included), NULL and
+ * misaligned pointers, overlapping outputs, bad options and out-of-range
+ * targets are refused with a message and write nothing; NULL mask and
+ * NULL options are the defaults. */
+static int all_poison(const float* v, int n) {
+  for (int i = 0; i < n; ++i)
+    if (v[i] != POISON) return 0;
+  return 1;
+}
+static void fused_operations(void) {
+  _Alignas(16) float x[32], y[32], lse[4], loss[4];
+  int64_t t[4] = {0, 3, -100, 7};
+  unsigned char bools[32];
+  for (int i = 0; i < 32; ++i) {
+    x[i] = (float)(i % 5);
+    y[i] = POISON;
+    bools[i] = (unsigned char)(i % 3 == 0);
+  }
+  for (int i = 0; i < 4; ++i) lse[i] = loss[i] = POISON;
+  const int bad[] = {-1, -7, INT32_MIN, 4, 1000};
+  duet_status_t s;
+  for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    duet_mask_t m = {(duet_mask_kind_t)bad[i], NULL, 1, 1, 0, 0, 0, 0};
+    s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, y, 8, 1.0f, &m, 0, NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("mask kind"), "mask kind %d: %d %s", bad[i], s, duet_last_error());
+    s = duet_masked_softmax(kHost, (duet_dtype_t)bad[i], 4, 8, x, 8, y, 8, 1.0f, NULL, 0, NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("dtype"), "dtype %d: %d %s", bad[i], s, duet_last_error());
+    s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, (duet_index_t)bad[i], t, 1, NULL, loss, lse, NULL, 0, NULL,
+                           NULL, 0, NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("index type"), "index %d: %d %s", bad[i], s, duet_last_error());
+    duet_cross_entropy_options_t o = {-100, 0.0f, 0.0f, (duet_reduction_t)bad[i]};
+    s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, &o, loss, lse, NULL, 0, NULL, NULL, 0,
+                           NULL);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("reduction"), "reduction %d: %d %s", bad[i], s,
+           duet_last_error());
+    size_t bytes = 0;
+    s = duet_cross_entropy_workspace_size(kHost, 4, (duet_reduction_t)bad[i], &bytes);
+    EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("reduction"), "size %d: %d %s", bad[i], s, duet_last_error());
+  }
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, NULL, 8, y, 8, 1.0f, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("x is a null"), "%d %s", s, duet_last_error());
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, (char*)y + 2, 8, 1.0f, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("y is not aligned"), "%d %s", s, duet_last_error());
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, x + 4, 8, 1.0f, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
+  duet_mask_t boolean = {DUET_MASK_BOOLEAN, bools, 1, 4, 0, 0, 8, 0};
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, y, 8, NAN, &boolean, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("finite"), "%d %s", s, duet_last_error());
+  duet_mask_t in_output = {DUET_MASK_ADDITIVE, y + 8, 1, 4, 0, 0, 0, 0};
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, y, 8, 1.0f, &in_output, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("mask and y overlap"), "%d %s", s, duet_last_error());
+  s = duet_masked_softmax_backward(kHost, DUET_BF16, 4, 8, x, 8, (char*)x + 1, 8, y, 8, 1.0f, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("dy is not aligned"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(y, 32), "a refused masked softmax wrote y");
+
+  duet_cross_entropy_options_t smooth = {-100, 2.0f, 0.0f, DUET_REDUCTION_MEAN};
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, &smooth, loss, lse, y, 8, NULL, NULL, 0,
+                         NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("label_smoothing"), "%d %s", s, duet_last_error());
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, NULL, NULL, lse, y, 8, NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("loss is a null"), "%d %s", s, duet_last_error());
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, (char*)t + 4, 1, NULL, loss, lse, y, 8, NULL,
+                         NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("target is not aligned"), "%d %s", s, duet_last_error());
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, NULL, loss, y + 3, y, 8, NULL, NULL, 0,
+                         NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, NULL, loss, lse, x + 1, 8, NULL, NULL, 0,
+                         NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
+  /* Target 7 of row 3 is valid for 8 columns, not for 6. */
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 6, x, 8, DUET_INDEX_I64, t, 1, NULL, loss, lse, y, 8, NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("target 7 of row 3"), "%d %s", s, duet_last_error());
+  s = duet_cross_entropy_backward(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, NULL, NULL, loss, y, 8, NULL, 0,
+                                  NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse is a null"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(y, 32) && all_poison(lse, 4) && all_poison(loss, 4), "a refused cross-entropy wrote its outputs");
+
+  /* The defaults: no mask, options NULL (mean over rows not ignored). */
+  s = duet_masked_softmax(kHost, DUET_F32, 4, 8, x, 8, y, 8, 1.0f, NULL, 0, NULL);
+  EXPECT(s == DUET_SUCCESS && fabsf(y[0] + y[1] + y[2] + y[3] + y[4] + y[5] + y[6] + y[7] - 1.0f) < 1e-5f, "%s",
+         duet_last_error());
+  s = duet_cross_entropy(kHost, DUET_F32, 4, 8, x, 8, DUET_INDEX_I64, t, 1, NULL, loss, lse, NULL, 0, NULL, NULL, 0,
+                         NULL);
+  double want = 0.0;
+  for (int r = 0; r < 4; ++r) {
+    if (t[r] == -100) continue;
+    double sum = 0.0;
+    for (int j = 0; j < 8; ++j) sum += exp((double)x[r * 8 + j]);
+    want += log(sum) - x[r * 8 + t[r]];
+  }
+  want /= 3.0;
+  EXPECT(s == DUET_SUCCESS && fabs(loss[0] - want) < 1e-5 * fabs(want), "loss %g, want %g: %s", loss[0], want,
+         duet_last_error());
+}
+
 int main(void) {
   misaligned_elements();
   out_of_range_codes();
   interleaved_layouts();
   random_layouts_against_marking();
   impossible_sizes();
+  fused_operations();
   printf("c_abi_hostile: %d failed\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }

@@ -17,6 +17,7 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct Case {
+  explicit Case(const char* n) : name(n) {}
   const char* name;
   std::int64_t batch = 2, heads = 3, seq_q = 5, seq_k = 37;
   MaskKind kind = MaskKind::none;
@@ -130,19 +131,19 @@ void forward_case(const Case& c) {
 }  // namespace
 
 TEST_CASE("masked softmax: no mask, odd cols, temperature and strides") {
-  Case c{"plain"};
+  Case c("plain");
   forward_case(c);
-  c = Case{"temperature 0.125, strided"};
+  c = Case("temperature 0.125, strided");
   c.seq_k = 1000;
   c.scale = 0.125f;
   c.x_pad = 7;
   c.out_pad = 24;
   forward_case(c);
-  c = Case{"scale -2.5, one column"};
+  c = Case("scale -2.5, one column");
   c.seq_k = 1;
   c.scale = -2.5f;
   forward_case(c);
-  c = Case{"in place, 4097 columns"};
+  c = Case("in place, 4097 columns");
   c.batch = 1;
   c.heads = 2;
   c.seq_q = 3;
@@ -153,7 +154,7 @@ TEST_CASE("masked softmax: no mask, odd cols, temperature and strides") {
 }
 
 TEST_CASE("masked softmax: additive masks, full and broadcast") {
-  Case c{"additive [B,H,Sq,Sk]"};
+  Case c("additive [B,H,Sq,Sk]");
   c.kind = MaskKind::additive;
   c.scale = 0.5f;
   forward_case(c);
@@ -194,7 +195,7 @@ TEST_CASE("masked softmax: boolean masks with fully masked rows, NaN and zeros")
 
 TEST_CASE("masked softmax: causal with offsets 0, Sk - Sq and negative") {
   for (bool zeros : {false, true}) {
-    Case c{"causal square"};
+    Case c("causal square");
     c.kind = MaskKind::causal;
     c.seq_q = 9;
     c.seq_k = 9;

@@ -63,15 +63,18 @@ decltype(auto) with_storage(DType dtype, F&& f) {
 }
 
 // exp(x) in float32 to about 2 ulp (Cephes' expf: x = n ln2 + r, a
-// polynomial in r, times 2^n), written without calls so loops over it
-// vectorize: exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN, underflow
-// below -87.3 flushes to 0.
+// polynomial in r, times 2^(n - 1) times 2, so that n = 128 stays finite),
+// written without calls or branches so loops over it vectorize (the file is
+// compiled with -fno-trapping-math, which lets the compiler turn the
+// selects into vector blends): exp(-inf) = 0, exp(+inf) = +inf,
+// exp(NaN) = NaN; x below about -87 (results under 2^-125) flushes to 0.
+// Out of that range the arithmetic runs on whatever x is and the selects
+// discard it.
 inline float fast_exp(float x) {
-  const bool nan = x != x;
-  const float xc = nan ? 0.0f : std::min(std::max(x, -87.33654f), 88.37626f);
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (xc * 1.44269504088896341f + kMagic) - kMagic;
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float t = x * 1.44269504088896341f + kMagic;
+  const float n = t - kMagic;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -79,41 +82,42 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  const float e = y * scale;
-  return nan ? x : x > 88.72283f ? kInf : x < -87.33654f ? 0.0f : e;
+  // n from t's low mantissa bits: integer arithmetic, defined for any x.
+  const std::uint32_t ni = std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kMagic);
+  const float half_scale = std::bit_cast<float>((ni + 126u) << 23);
+  float e = (y * half_scale) * 2.0f;
+  e = x > 88.72283f ? kInf : e;
+  e = x < -87.33654f ? 0.0f : e;
+  return x == x ? e : x;
 }
 
-// A row's running (max, sum of exp(v - max)), and whether a NaN was seen.
+// A row's running (max, sum of exp(v - max)), and whether a NaN was seen
+// (or made: +inf gives inf - inf).
 struct Online {
   float max = -kInf;
   double sum = 0.0;
   bool nan = false;
 };
 
-// Adds a chunk of n values to `o`.
-void absorb(Online& o, const float* v, std::int64_t n) {
-  float m = -kInf;
-  bool nan = false;
-  for (std::int64_t k = 0; k < n; ++k) {
-    m = v[k] > m ? v[k] : m;
-    nan |= v[k] != v[k];
-  }
-  o.nan |= nan;
+double chunk_sum(const float* v, std::int64_t n);
+
+// Adds a chunk of n values to `o`, overwriting them with their exp(v - max).
+void absorb(Online& o, float* v, std::int64_t n) {
+  float m = -kInf;  // the largest value that is not NaN
+  for (std::int64_t k = 0; k < n; ++k) m = v[k] > m ? v[k] : m;
   const float nm = std::max(o.max, m);
-  if (nm == -kInf) return;  // every value so far is -inf
+  if (nm == -kInf) {  // every value so far is -inf or NaN: no sum to add to
+    for (std::int64_t k = 0; k < n; ++k) o.nan |= v[k] != v[k];
+    return;
+  }
+  // Past here a NaN makes the sum NaN, which the callers read as o.nan.
   if (nm != o.max) {
     o.sum *= double(fast_exp(o.max - nm));
     o.max = nm;
   }
-  double acc[kLanes] = {};
-  std::int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += double(fast_exp(v[k + l] - nm));
-  for (; k < n; ++k) acc[0] += double(fast_exp(v[k] - nm));
-  double s = 0.0;
-  for (double a : acc) s += a;
-  o.sum += s;
+  for (std::int64_t k = 0; k < n; ++k) v[k] = fast_exp(v[k] - nm);
+  o.sum += chunk_sum(v, n);
+  o.nan |= o.sum != o.sum;
 }
 
 // Sum of a chunk in double lanes.
@@ -325,8 +329,8 @@ void cross_entropy(const FusedArgs& a) {
       for (std::int64_t c = 0; c < a.cols; c += kChunk) {
         const std::int64_t n = std::min(kChunk, a.cols - c);
         load(x + c, n, v);
-        absorb(o, v, n);
         if (eps != 0.0) sum_x += chunk_sum(v, n);
+        absorb(o, v, n);
       }
       // lse = max + log(sum): -inf for a row of -inf, NaN with a NaN or +inf.
       const double lse = o.nan ? double(kNaN) : o.max == -kInf ? -double(kInf) : double(o.max) + std::log(o.sum);

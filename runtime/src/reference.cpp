@@ -151,7 +151,10 @@ CrossEntropyReference cross_entropy(const std::vector<float>& logits, std::int64
     if (t == ignore_index) continue;  // loss 0, gradient 0
     const double xt = double(x[t]);
     // (1 - eps)(lse - x_t) + eps (lse - mean_j x_j) + z lse^2
-    loss[std::size_t(r)] = lse - (1.0 - eps) * xt - (eps / V) * sum_x + z_loss * lse * lse;
+    // Without smoothing the mean term is absent (a -inf logit must not make
+    // it 0 * -inf).
+    const double smooth = eps > 0.0 ? (eps / V) * sum_x : 0.0;
+    loss[std::size_t(r)] = lse - (1.0 - eps) * xt - smooth + z_loss * lse * lse;
     const double g = none ? grad_loss[std::size_t(r)]
                           : reduction == Reduction::mean ? grad_loss[0] / double(out.counted) : grad_loss[0];
     const double c1 = 1.0 + 2.0 * z_loss * lse;
