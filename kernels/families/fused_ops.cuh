@@ -306,13 +306,17 @@ struct CrossEntropyOp {
     }
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const {
-    const float lse = acc.m + logf(acc.s);
+    const float log_s = logf(acc.s);
+    const float lse = acc.m + log_s;
     Final f = ce_final(a, r, ce_grad_scale(a, 0, true), acc.m, 1.0f / acc.s, lse);
     const float eps = a.label_smoothing;
-    f.loss = r.ignored ? 0.0f
-             : r.invalid
-                 ? kNaN
-                 : lse - (1.0f - eps) * acc.b - eps / static_cast<float>(a.cols) * acc.a + a.z_loss * lse * lse;
+    // lse - x_t as (m - x_t) + log(s): exact where x_t is the max, however
+    // large the logits (m + log(s) rounds to the spacing of m). The
+    // smoothing term only where eps is set: a -inf logit makes the row's
+    // sum -inf, and 0 * -inf would turn a finite loss into NaN.
+    float loss = (1.0f - eps) * ((acc.m - acc.b) + log_s) + a.z_loss * lse * lse;
+    if (eps != 0.0f) loss += eps * ((acc.m - acc.a / static_cast<float>(a.cols)) + log_s);
+    f.loss = r.ignored ? 0.0f : r.invalid ? kNaN : loss;
     return f;
   }
   __device__ __forceinline__ bool writes() const { return out != nullptr; }
