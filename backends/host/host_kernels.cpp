@@ -74,8 +74,9 @@ HWY_INLINE VF LoadFloats(DF d, const typename E::T* p) {
   }
 }
 
-// `stream`: a non-temporal store to an aligned `p` (f32 only), for outputs
-// too large to stay in cache: it spares the read for ownership.
+// `stream`: a non-temporal store to a `p` CanStream allows (f32 and f16;
+// bf16 streams in Store2 only), for outputs too large to stay in cache: it
+// spares the read for ownership.
 template <class E>
 HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
   if constexpr (std::is_same_v<E, F32>) {
@@ -90,7 +91,11 @@ HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
     for (std::size_t i = 0; i < hn::Lanes(d); ++i) p[i] = float_to_f16(buf[i]);
 #else
     const hn::Rebind<hwy::float16_t, DF> dh;
-    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+    const hn::Rebind<std::uint16_t, DF> du16;
+    if (stream)
+      hn::Stream(hn::BitCast(du16, hn::DemoteTo(dh, v)), du16, p);
+    else
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
 #endif
   } else {
     // Round to nearest even, as float_to_bf16 and the GPU do; NaN stays a
@@ -141,7 +146,7 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBf16Bits(VF v) {
   return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(bits, hn::Set(du, 0x400000u)), rounded);
 }
 
-// Stores what Load2 loaded; `stream` as StoreFloats (f32 only), `kNaN` as
+// Stores what Load2 loaded; `stream` as StoreFloats, `kNaN` as
 // RoundToBf16Bits (bf16 only).
 template <class E, bool kNaN = true>
 HWY_INLINE void Store2(DF d, VF a, VF b, typename E::T* p, bool stream = false) {
@@ -149,11 +154,34 @@ HWY_INLINE void Store2(DF d, VF a, VF b, typename E::T* p, bool stream = false) 
     const hn::RebindToUnsigned<DF> du;
     const auto word = hn::Or(hn::ShiftRight<16>(RoundToBf16Bits<kNaN>(a)),
                              hn::And(RoundToBf16Bits<kNaN>(b), hn::Set(du, 0xffff0000u)));
-    hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
+    if (stream)
+      hn::Stream(word, du, reinterpret_cast<std::uint32_t*>(p));
+    else
+      hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
   } else {
     StoreFloats<E>(d, a, p, stream);
     StoreFloats<E>(d, b, p + hn::Lanes(d), stream);
   }
+}
+
+// Whether non-temporal stores can go to `out`: the vectors Store2 and
+// StoreFloats write there are aligned to their size (bf16: a vector of
+// 32-bit words, two elements each; f16: a vector of halves), and, for f16,
+// the target converts in vectors and the halves fill 16 bytes (x86 streams
+// a shorter vector as 16 bytes).
+template <class E>
+HWY_INLINE bool CanStream(DF d, const typename E::T* out) {
+  if constexpr (std::is_same_v<E, F16> && DUET_EMULATED_F16) return false;
+  if (std::is_same_v<E, F16> && hn::Lanes(d) * 2 < 16) return false;
+  const std::size_t bytes = hn::Lanes(d) * (std::is_same_v<E, F16> ? 2 : 4);
+  return reinterpret_cast<std::uintptr_t>(out) % bytes == 0;
+}
+
+// Prefetches one pair's worth of elements (2 * Lanes) at p into L1.
+template <class E>
+HWY_INLINE void PrefetchPair(DF d, const typename E::T* p) {
+  const std::size_t bytes = 2 * hn::Lanes(d) * sizeof(typename E::T);
+  for (std::size_t off = 0; off < bytes; off += 64) hwy::Prefetch(reinterpret_cast<const char*>(p) + off);
 }
 
 template <class E>
@@ -253,6 +281,7 @@ HWY_INLINE float ChunkExpSum(DF d, const typename E::T* p, std::int64_t len, VF 
   VF sum0 = hn::Zero(d), sum1 = sum0;
   std::int64_t i = 0;
   for (; i + 2 * lanes <= len; i += 2 * lanes) {
+    PrefetchPair<E>(d, p + i + kChunk);  // the next chunk (or row), for ChunkMax
     VF a, b;
     Load2<E>(d, p + i, a, b);
     a = ExpNonPositive(d, hn::Sub(a, m));
@@ -329,6 +358,8 @@ RowPartial BackwardPartial(const typename E::T* y, const typename E::T* dy, std:
     auto term = [&](VF yv, VF gv) { return log ? gv : hn::Mul(gv, yv); };
     std::int64_t i = c;
     for (; i + 2 * lanes <= c + len; i += 2 * lanes) {
+      PrefetchPair<E>(d, y + i + kChunk);
+      PrefetchPair<E>(d, dy + i + kChunk);
       VF ya, yb, ga, gb;
       Load2<E>(d, y + i, ya, yb);
       Load2<E>(d, dy + i, ga, gb);
@@ -352,9 +383,11 @@ HWY_INLINE void WritePass(const typename E::T* x, const typename E::T* dy, typen
                           const F& f, bool stream = false) {
   const DF d;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  stream = stream && CanStream<E>(d, out);
   std::int64_t i = 0;
   for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    PrefetchPair<E>(d, x + i + kChunk);
+    if (dy) PrefetchPair<E>(d, dy + i + kChunk);
     VF a, b, ga, gb;
     Load2<E>(d, x + i, a, b);
     if (dy) Load2<E>(d, dy + i, ga, gb);
@@ -363,7 +396,7 @@ HWY_INLINE void WritePass(const typename E::T* x, const typename E::T* dy, typen
   }
   for (; i + lanes <= n; i += lanes) {
     const VF a = LoadFloats<E>(d, x + i);
-    StoreFloats<E>(d, f(a, dy ? LoadFloats<E>(d, dy + i) : a), out + i, stream);
+    StoreFloats<E>(d, f(a, dy ? LoadFloats<E>(d, dy + i) : a), out + i, stream && !std::is_same_v<E, BF16>);
   }
   if (i < n) {
     const VF a = LoadTail<E>(d, x + i, n - i, 0.0f);
@@ -402,12 +435,13 @@ template <class E>
 void ScaleChunk(const float* src, typename E::T* out, std::int64_t len, VF scale, bool stream) {
   const DF d;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  stream = stream && CanStream<E>(d, out);
   std::int64_t i = 0;
   for (; i + 2 * lanes <= len; i += 2 * lanes)
     Store2<E, false>(d, hn::Mul(hn::LoadU(d, src + i), scale), hn::Mul(hn::LoadU(d, src + i + lanes), scale), out + i,
                      stream);
-  for (; i + lanes <= len; i += lanes) StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream);
+  for (; i + lanes <= len; i += lanes)
+    StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream && !std::is_same_v<E, BF16>);
   if (i < len) StoreTail<E>(d, hn::Mul(LoadTail<F32>(d, src + i, len - i, 0.0f), scale), out + i, len - i);
 }
 
