@@ -456,8 +456,10 @@ void ForwardRowScaled(const typename E::T* x, typename E::T* out, std::int64_t n
   for (std::int64_t c = 0; c < n; c += kChunk) {
     const std::int64_t len = std::min(kChunk, n - c);
     const float m = chunk_max[c / kChunk];
-    // A chunk all -inf kept no exps: its outputs are 0.
-    const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(std::exp(double(m) - row.max) / row.sum));
+    // A chunk all -inf kept no exps: its outputs are 0. The chunk holding
+    // the row's max (a short row's only chunk) needs no exp.
+    const double rescale = m == row.max ? 1.0 : std::exp(double(m) - row.max);
+    const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(rescale / row.sum));
     if (m == -HUGE_VALF) std::fill(exps + c, exps + c + len, 0.0f);
     ScaleChunk<E>(exps + c, out + c, len, scale, stream);
   }
