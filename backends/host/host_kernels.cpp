@@ -74,9 +74,8 @@ HWY_INLINE VF LoadFloats(DF d, const typename E::T* p) {
   }
 }
 
-// `stream`: a non-temporal store to a `p` CanStream allows (f32 and f16;
-// bf16 streams in Store2 only), for outputs too large to stay in cache: it
-// spares the read for ownership.
+// `stream`: a non-temporal store to a `p` CanStream allows (f32 only), for
+// outputs too large to stay in cache: it spares the read for ownership.
 template <class E>
 HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
   if constexpr (std::is_same_v<E, F32>) {
@@ -91,11 +90,7 @@ HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
     for (std::size_t i = 0; i < hn::Lanes(d); ++i) p[i] = float_to_f16(buf[i]);
 #else
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const hn::Rebind<std::uint16_t, DF> du16;
-    if (stream)
-      hn::Stream(hn::BitCast(du16, hn::DemoteTo(dh, v)), du16, p);
-    else
-      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
 #endif
   } else {
     // Round to nearest even, as float_to_bf16 and the GPU do; NaN stays a
@@ -154,27 +149,20 @@ HWY_INLINE void Store2(DF d, VF a, VF b, typename E::T* p, bool stream = false) 
     const hn::RebindToUnsigned<DF> du;
     const auto word = hn::Or(hn::ShiftRight<16>(RoundToBf16Bits<kNaN>(a)),
                              hn::And(RoundToBf16Bits<kNaN>(b), hn::Set(du, 0xffff0000u)));
-    if (stream)
-      hn::Stream(word, du, reinterpret_cast<std::uint32_t*>(p));
-    else
-      hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
+    hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
   } else {
     StoreFloats<E>(d, a, p, stream);
     StoreFloats<E>(d, b, p + hn::Lanes(d), stream);
   }
 }
 
-// Whether non-temporal stores can go to `out`: the vectors Store2 and
-// StoreFloats write there are aligned to their size (bf16: a vector of
-// 32-bit words, two elements each; f16: a vector of halves), and, for f16,
-// the target converts in vectors and the halves fill 16 bytes (x86 streams
-// a shorter vector as 16 bytes).
+// Whether non-temporal stores go to `out`: f32 outputs aligned to a
+// vector. 16-bit outputs stay cached: streamed, they ran slower on the
+// 2-core AMD machine (bench/NOTES.md v27).
 template <class E>
 HWY_INLINE bool CanStream(DF d, const typename E::T* out) {
-  if constexpr (std::is_same_v<E, F16> && DUET_EMULATED_F16) return false;
-  if (std::is_same_v<E, F16> && hn::Lanes(d) * 2 < 16) return false;
-  const std::size_t bytes = hn::Lanes(d) * (std::is_same_v<E, F16> ? 2 : 4);
-  return reinterpret_cast<std::uintptr_t>(out) % bytes == 0;
+  if constexpr (!std::is_same_v<E, F32>) return false;
+  return reinterpret_cast<std::uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
 }
 
 // Prefetches one pair's worth of elements (2 * Lanes) at p into L1.
@@ -410,7 +398,7 @@ HWY_INLINE void WritePass(const typename E::T* x, const typename E::T* dy, typen
   }
   for (; i + lanes <= n; i += lanes) {
     const VF a = LoadFloats<E>(d, x + i);
-    StoreFloats<E>(d, f(a, dy ? LoadFloats<E>(d, dy + i) : a), out + i, stream && !std::is_same_v<E, BF16>);
+    StoreFloats<E>(d, f(a, dy ? LoadFloats<E>(d, dy + i) : a), out + i, stream);
   }
   if (i < n) {
     const VF a = LoadTail<E>(d, x + i, n - i, 0.0f);
@@ -455,7 +443,7 @@ void ScaleChunk(const float* src, typename E::T* out, std::int64_t len, VF scale
     Store2<E, false>(d, hn::Mul(hn::LoadU(d, src + i), scale), hn::Mul(hn::LoadU(d, src + i + lanes), scale), out + i,
                      stream);
   for (; i + lanes <= len; i += lanes)
-    StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream && !std::is_same_v<E, BF16>);
+    StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream);
   if (i < len) StoreTail<E>(d, hn::Mul(LoadTail<F32>(d, src + i, len - i, 0.0f), scale), out + i, len - i);
 }
 
