@@ -74,8 +74,8 @@ HWY_INLINE VF LoadFloats(DF d, const typename E::T* p) {
   }
 }
 
-// `stream`: a non-temporal store to an aligned `p` (f32 only), for outputs
-// too large to stay in cache: it spares the read for ownership.
+// `stream`: a non-temporal store to a `p` CanStream allows (f32 only), for
+// outputs too large to stay in cache: it spares the read for ownership.
 template <class E>
 HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
   if constexpr (std::is_same_v<E, F32>) {
@@ -105,6 +105,71 @@ HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
     const auto word = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, word)), d16, p);
   }
+}
+
+// Two vectors of 2 * Lanes elements. f32 and f16 in order (a the first
+// Lanes, b the next); bf16 as 32-bit words of two elements each, a the
+// elements in the words' low halves and b those in the high halves: one
+// shift and one and for both vectors, where widening costs two moves and two
+// shifts. Store2 puts each element back in the half it came from, and
+// everything between is per element, so the order never shows outside (the
+// scratch holds it, written and read in the same pairs).
+template <class E>
+HWY_INLINE void Load2(DF d, const typename E::T* p, VF& a, VF& b) {
+  if constexpr (std::is_same_v<E, BF16>) {
+    const hn::RebindToUnsigned<DF> du;
+    const auto w = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
+    a = hn::BitCast(d, hn::ShiftLeft<16>(w));
+    b = hn::BitCast(d, hn::And(w, hn::Set(du, 0xffff0000u)));
+  } else {
+    a = LoadFloats<E>(d, p);
+    b = LoadFloats<E>(d, p + hn::Lanes(d));
+  }
+}
+
+// The bits of v rounded to bf16 at their top (nearest even); with `kNaN`, a
+// NaN made quiet instead (rounding could carry a NaN with a full payload
+// into the sign). Without it a NaN must be a quiet one with a clear low half
+// (the canonical NaN the forward writes).
+template <bool kNaN>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundToBf16Bits(VF v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::Add(bits, hn::Add(lsb, hn::Set(du, 0x7fffu)));
+  if constexpr (!kNaN) return rounded;
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(bits, hn::Set(du, 0x400000u)), rounded);
+}
+
+// Stores what Load2 loaded; `stream` as StoreFloats, `kNaN` as
+// RoundToBf16Bits (bf16 only).
+template <class E, bool kNaN = true>
+HWY_INLINE void Store2(DF d, VF a, VF b, typename E::T* p, bool stream = false) {
+  if constexpr (std::is_same_v<E, BF16>) {
+    const hn::RebindToUnsigned<DF> du;
+    const auto word = hn::Or(hn::ShiftRight<16>(RoundToBf16Bits<kNaN>(a)),
+                             hn::And(RoundToBf16Bits<kNaN>(b), hn::Set(du, 0xffff0000u)));
+    hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
+  } else {
+    StoreFloats<E>(d, a, p, stream);
+    StoreFloats<E>(d, b, p + hn::Lanes(d), stream);
+  }
+}
+
+// Whether non-temporal stores go to `out`: f32 outputs aligned to a
+// vector. 16-bit outputs stay cached: streamed, they ran slower on the
+// 2-core AMD machine (bench/NOTES.md v27).
+template <class E>
+HWY_INLINE bool CanStream(DF d, const typename E::T* out) {
+  if constexpr (!std::is_same_v<E, F32>) return false;
+  return reinterpret_cast<std::uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
+}
+
+// Prefetches one pair's worth of elements (2 * Lanes) at p into L1.
+template <class E>
+HWY_INLINE void PrefetchPair(DF d, const typename E::T* p) {
+  const std::size_t bytes = 2 * hn::Lanes(d) * sizeof(typename E::T);
+  for (std::size_t off = 0; off < bytes; off += 64) hwy::Prefetch(reinterpret_cast<const char*>(p) + off);
 }
 
 template <class E>
@@ -142,93 +207,136 @@ HWY_INLINE VF ExpFull(DF d, VF v) {
   return hn::IfThenElse(hn::IsNaN(v), v, e);
 }
 
-// exp(x) for x <= 0 (softmax's x - max; -inf gives 0): 2^n * 2^f with
-// t = x log2(e), n = round(t), |f| <= 1/2 and 2^f by its Taylor series to
-// degree 6 (relative error 1.2e-7). Rounding t costs |t| ulps relative: only
-// where exp(x) is below 2^-20 of the row's largest value, far inside the
-// tolerance. About half the work of Highway's full-range Exp.
+// exp(x) * 2^bias for x <= 0 (softmax's x - max; -inf gives 0) and
+// bias <= 0, as 2^t with t = x log2(e) + bias. The low bits of
+// t + 1.5 * 2^23 + 127 are round(t) + 127, so shifted into the exponent
+// field they are 2^round(t); 2^(t - round(t)) comes from a minimax
+// polynomial on [-1/2, 1/2]: degree 5 (relative error 2.3e-7 in float) for
+// f32 results, degree 4 (2.7e-6, a hundredth of f16's half step and less of
+// bf16's) for results rounded to 16 bits. Below t = -126, where
+// 2^round(t) would leave the normal range, the result is 0. NaN stays NaN
+// (the select keeps it): the forward finds a row's NaN in its sum that way.
+template <class E = F32>
+HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
+  const hn::RebindToUnsigned<DF> du;
+  const VF shifter = hn::Set(d, 12582912.0f + 127.0f);
+  const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), bias);
+  const VF k = hn::Add(t, shifter);
+  const VF f = hn::Sub(t, hn::Sub(k, shifter));
+  VF p;
+  if constexpr (std::is_same_v<E, F32>) {
+    p = hn::Set(d, 1.327647129073739e-3f);
+    p = hn::MulAdd(p, f, hn::Set(d, 9.675541892647743e-3f));
+    p = hn::MulAdd(p, f, hn::Set(d, 5.550713092088699e-2f));
+    p = hn::MulAdd(p, f, hn::Set(d, 2.4022120237350464e-1f));
+    p = hn::MulAdd(p, f, hn::Set(d, 6.931469440460205e-1f));
+    p = hn::MulAdd(p, f, hn::Set(d, 1.0000001192092896f));
+  } else {
+    p = hn::Set(d, 9.570102207362652e-3f);
+    p = hn::MulAdd(p, f, hn::Set(d, 5.591786280274391e-2f));
+    p = hn::MulAdd(p, f, hn::Set(d, 2.40247443318367e-1f));
+    p = hn::MulAdd(p, f, hn::Set(d, 6.931217908859253e-1f));
+    p = hn::MulAdd(p, f, hn::Set(d, 9.999992847442627e-1f));
+  }
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(du, k)));
+  return hn::IfThenZeroElse(hn::Lt(t, hn::Set(d, -126.0f)), hn::Mul(p, scale));
+}
+template <class E = F32>
 HWY_INLINE VF ExpNonPositive(DF d, VF x) {
-  const hn::RebindToSigned<DF> di;
-  const VF t = hn::Max(hn::Mul(x, hn::Set(d, 1.44269504088896341f)), hn::Set(d, -127.0f));
-  const VF n = hn::Round(t);
-  const VF f = hn::Mul(hn::Sub(t, n), hn::Set(d, 0.693147180559945309f));  // 2^(t-n) = e^f
-  VF p = hn::Set(d, 1.0f / 720);
-  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 120));
-  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 24));
-  p = hn::MulAdd(p, f, hn::Set(d, 1.0f / 6));
-  p = hn::MulAdd(p, f, hn::Set(d, 0.5f));
-  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
-  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
-  // 2^n from its exponent bits; n = -127 makes the bits 0, so the result 0.
-  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
-  return hn::Mul(p, scale);
+  return ExpNonPositive<E>(d, x, hn::Zero(d));
 }
 
-// Forward first pass over n elements: chunk by chunk, the chunk's max (and
-// whether it holds a NaN), then its sum of exp(x - max) while it is in L1.
-// With `exps`, also keeps exp(x - chunk max) there and each chunk's max in
-// chunk_max, so the second pass scales instead of calling exp again.
+// The max of len (<= kChunk) elements; NaN may or may not show in it
+// (Max's NaN rule differs between targets), which the sum settles.
+template <class E>
+HWY_INLINE float ChunkMax(DF d, const typename E::T* p, std::int64_t len) {
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const float neg_inf = -HUGE_VALF;
+  VF max0 = hn::Set(d, neg_inf), max1 = max0, max2 = max0, max3 = max0;
+  std::int64_t i = 0;
+  for (; i + 4 * lanes <= len; i += 4 * lanes) {
+    VF a, b, c, e;
+    Load2<E>(d, p + i, a, b);
+    Load2<E>(d, p + i + 2 * lanes, c, e);
+    max0 = hn::Max(max0, a);
+    max1 = hn::Max(max1, b);
+    max2 = hn::Max(max2, c);
+    max3 = hn::Max(max3, e);
+  }
+  for (; i + lanes <= len; i += lanes) max0 = hn::Max(max0, LoadFloats<E>(d, p + i));
+  if (i < len) max1 = hn::Max(max1, LoadTail<E>(d, p + i, len - i, neg_inf));
+  return hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(max0, max1), hn::Max(max2, max3))));
+}
+
+template <class E>
+bool HasNaN(const typename E::T* p, std::int64_t len) {
+  for (std::int64_t i = 0; i < len; ++i)
+    if (std::isnan(ToFloat<E>(p[i]))) return true;
+  return false;
+}
+
+// The sum of exp(x - m) over len (<= kChunk) elements, NaN if one is; with
+// `e`, the exps kept there too, in Load2's pairs (ScaleChunk reads them so).
+template <class E>
+HWY_INLINE float ChunkExpSum(DF d, const typename E::T* p, std::int64_t len, VF m, float* e) {
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  VF sum0 = hn::Zero(d), sum1 = sum0;
+  std::int64_t i = 0;
+  for (; i + 2 * lanes <= len; i += 2 * lanes) {
+    PrefetchPair<E>(d, p + i + kChunk);  // the next chunk (or row), for ChunkMax
+    VF a, b;
+    Load2<E>(d, p + i, a, b);
+    a = ExpNonPositive<E>(d, hn::Sub(a, m));
+    b = ExpNonPositive<E>(d, hn::Sub(b, m));
+    if (e) hn::StoreU(a, d, e + i), hn::StoreU(b, d, e + i + lanes);
+    sum0 = hn::Add(sum0, a);
+    sum1 = hn::Add(sum1, b);
+  }
+  for (; i + lanes <= len; i += lanes) {
+    const VF a = ExpNonPositive<E>(d, hn::Sub(LoadFloats<E>(d, p + i), m));
+    if (e) hn::StoreU(a, d, e + i);
+    sum0 = hn::Add(sum0, a);
+  }
+  if (i < len) {
+    const VF a = ExpNonPositive<E>(d, hn::Sub(LoadTail<E>(d, p + i, len - i, -HUGE_VALF), m));
+    if (e) hn::StoreU(a, d, e + i);  // the scratch has a vector to spare
+    sum0 = hn::Add(sum0, a);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+}
+
+// Forward first pass over n elements: chunk by chunk, the chunk's max, then
+// its sum of exp(x - max) while it is in L1. With `exps`, also keeps
+// exp(x - chunk max) there and each chunk's max in chunk_max, so the second
+// pass scales instead of calling exp again.
 template <class E>
 RowPartial ForwardPartial(const typename E::T* x, std::int64_t n, float* exps = nullptr, float* chunk_max_out = nullptr) {
   const DF d;
-  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  const float neg_inf = -HUGE_VALF;
   RowPartial acc;
   for (std::int64_t c = 0; c < n; c += kChunk) {
     const typename E::T* p = x + c;
     const std::int64_t len = std::min(kChunk, n - c);
-    VF max0 = hn::Set(d, neg_inf), max1 = max0;
-    VF nan = hn::Zero(d);
-    std::int64_t i = 0;
-    for (; i + 2 * lanes <= len; i += 2 * lanes) {
-      const VF a = LoadFloats<E>(d, p + i), b = LoadFloats<E>(d, p + i + lanes);
-      max0 = hn::Max(max0, a);
-      max1 = hn::Max(max1, b);
-      nan = hn::Or(nan, hn::VecFromMask(d, hn::Or(hn::IsNaN(a), hn::IsNaN(b))));
+    const float chunk_max = ChunkMax<E>(d, p, len);
+    if (chunk_max_out) chunk_max_out[c / kChunk] = chunk_max;
+    if (chunk_max == -HUGE_VALF) {
+      // Contributes nothing, unless Max passed over a NaN.
+      if (HasNaN<E>(p, len)) acc.nan = true;
+      if (acc.nan) return acc;
+      continue;
     }
-    for (; i + lanes <= len; i += lanes) {
-      const VF a = LoadFloats<E>(d, p + i);
-      max0 = hn::Max(max0, a);
-      nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
-    }
-    const std::int64_t tail = len - i;
-    if (tail > 0) {
-      const VF a = LoadTail<E>(d, p + i, tail, neg_inf);
-      max0 = hn::Max(max0, a);
-      nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
-    }
-    if (!hn::AllTrue(d, hn::Eq(nan, hn::Zero(d)))) {
-      acc.nan = true;  // the whole row is NaN: nothing more to learn
+    if (std::isnan(chunk_max)) {
+      acc.nan = true;
       return acc;
     }
-    const float chunk_max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(max0, max1)));
-    if (chunk_max_out) chunk_max_out[c / kChunk] = chunk_max;
-    if (chunk_max == neg_inf) continue;  // contributes nothing
     if (chunk_max == HUGE_VALF) {
       acc.max = HUGE_VALF;  // +inf makes the row NaN
       return acc;
     }
-    const VF m = hn::Set(d, chunk_max);
-    VF sum0 = hn::Zero(d), sum1 = sum0;
-    float* e = exps ? exps + c : nullptr;
-    for (i = 0; i + 2 * lanes <= len; i += 2 * lanes) {
-      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
-      const VF b = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i + lanes), m));
-      if (e) hn::StoreU(a, d, e + i), hn::StoreU(b, d, e + i + lanes);
-      sum0 = hn::Add(sum0, a);
-      sum1 = hn::Add(sum1, b);
+    const float chunk_sum = ChunkExpSum<E>(d, p, len, hn::Set(d, chunk_max), exps ? exps + c : nullptr);
+    if (std::isnan(chunk_sum)) {
+      acc.nan = true;  // the whole row is NaN: nothing more to learn
+      return acc;
     }
-    for (; i + lanes <= len; i += lanes) {
-      const VF a = ExpNonPositive(d, hn::Sub(LoadFloats<E>(d, p + i), m));
-      if (e) hn::StoreU(a, d, e + i);
-      sum0 = hn::Add(sum0, a);
-    }
-    if (tail > 0) {
-      const VF a = ExpNonPositive(d, hn::Sub(LoadTail<E>(d, p + i, tail, neg_inf), m));
-      if (e) hn::StoreU(a, d, e + i);  // the scratch has a vector to spare
-      sum0 = hn::Add(sum0, a);
-    }
-    const float chunk_sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
     acc = combine(acc, RowPartial{chunk_max, double(chunk_sum), false});
   }
   return acc;
@@ -252,8 +360,13 @@ RowPartial BackwardPartial(const typename E::T* y, const typename E::T* dy, std:
     auto term = [&](VF yv, VF gv) { return log ? gv : hn::Mul(gv, yv); };
     std::int64_t i = c;
     for (; i + 2 * lanes <= c + len; i += 2 * lanes) {
-      sum0 = hn::Add(sum0, term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
-      sum1 = hn::Add(sum1, term(LoadFloats<E>(d, y + i + lanes), LoadFloats<E>(d, dy + i + lanes)));
+      PrefetchPair<E>(d, y + i + kChunk);
+      PrefetchPair<E>(d, dy + i + kChunk);
+      VF ya, yb, ga, gb;
+      Load2<E>(d, y + i, ya, yb);
+      Load2<E>(d, dy + i, ga, gb);
+      sum0 = hn::Add(sum0, term(ya, ga));
+      sum1 = hn::Add(sum1, term(yb, gb));
     }
     for (; i + lanes <= c + len; i += lanes) sum0 = hn::Add(sum0, term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
     const std::int64_t tail = c + len - i;
@@ -265,20 +378,23 @@ RowPartial BackwardPartial(const typename E::T* y, const typename E::T* dy, std:
 
 // The second pass over n elements, `f` turning one vector of inputs (and of
 // dy, backward) into one of outputs. In place is safe: each vector is read
-// before the same positions are written.
-// `stream` asks for non-temporal stores, made where `out` is aligned.
-template <class E, class F>
+// before the same positions are written. `stream` asks for non-temporal
+// stores, made where `out` is aligned; `kNaN` as Store2.
+template <class E, bool kNaN, class F>
 HWY_INLINE void WritePass(const typename E::T* x, const typename E::T* dy, typename E::T* out, std::int64_t n,
                           const F& f, bool stream = false) {
   const DF d;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  stream = stream && CanStream<E>(d, out);
   std::int64_t i = 0;
   for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    const VF a = LoadFloats<E>(d, x + i), b = LoadFloats<E>(d, x + i + lanes);
-    const VF ga = dy ? LoadFloats<E>(d, dy + i) : a, gb = dy ? LoadFloats<E>(d, dy + i + lanes) : b;
-    StoreFloats<E>(d, f(a, ga), out + i, stream);
-    StoreFloats<E>(d, f(b, gb), out + i + lanes, stream);
+    PrefetchPair<E>(d, x + i + kChunk);
+    if (dy) PrefetchPair<E>(d, dy + i + kChunk);
+    VF a, b, ga, gb;
+    Load2<E>(d, x + i, a, b);
+    if (dy) Load2<E>(d, dy + i, ga, gb);
+    else ga = a, gb = b;
+    Store2<E, kNaN>(d, f(a, ga), f(b, gb), out + i, stream);
   }
   for (; i + lanes <= n; i += lanes) {
     const VF a = LoadFloats<E>(d, x + i);
@@ -294,18 +410,20 @@ template <class E>
 void ForwardWrite(const typename E::T* x, typename E::T* out, std::int64_t n, const RowPartial& row, bool log,
                   bool stream) {
   const DF d;
-  // NaN anywhere, +inf (inf - inf) or a row all -inf: the row is NaN.
+  // NaN anywhere, +inf (inf - inf) or a row all -inf: the row is NaN (the
+  // canonical quiet NaN, which bf16's rounding without a NaN test keeps).
   if (row.nan || !std::isfinite(row.max)) {
     const VF nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
-    return WritePass<E>(x, nullptr, out, n, [&](VF, VF) { return nan; }, stream);
+    return WritePass<E, false>(x, nullptr, out, n, [&](VF, VF) { return nan; }, stream);
   }
   const VF m = hn::Set(d, row.max);
   if (log) {
     const VF log_sum = hn::Set(d, static_cast<float>(std::log(row.sum)));
-    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Sub(hn::Sub(v, m), log_sum); }, stream);
+    WritePass<E, false>(x, nullptr, out, n, [&](VF v, VF) { return hn::Sub(hn::Sub(v, m), log_sum); }, stream);
   } else {
-    const VF inv_sum = hn::Set(d, static_cast<float>(1.0 / row.sum));
-    WritePass<E>(x, nullptr, out, n, [&](VF v, VF) { return hn::Mul(ExpNonPositive(d, hn::Sub(v, m)), inv_sum); }, stream);
+    // exp(x - max) / sum as 2^((x - max) log2(e) - log2(sum)).
+    const VF bias = hn::Set(d, static_cast<float>(-std::log2(row.sum)));
+    WritePass<E, false>(x, nullptr, out, n, [&](VF v, VF) { return ExpNonPositive<E>(d, hn::Sub(v, m), bias); }, stream);
   }
 }
 
@@ -313,15 +431,20 @@ void ForwardWrite(const typename E::T* x, typename E::T* out, std::int64_t n, co
 // floats, within L2), so softmax calls exp once an element.
 constexpr std::int64_t kScratchElems = 65536;
 
-// out = src * scale over n floats of the scratch.
+// out = src * scale over len (<= kChunk) floats of the scratch, as
+// ChunkExpSum wrote them.
 template <class E>
-void ScalePass(const float* src, typename E::T* out, std::int64_t n, VF scale, bool stream) {
+void ScaleChunk(const float* src, typename E::T* out, std::int64_t len, VF scale, bool stream) {
   const DF d;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  stream = stream && std::is_same_v<E, F32> && reinterpret_cast<std::uintptr_t>(out) % (lanes * sizeof(float)) == 0;
+  stream = stream && CanStream<E>(d, out);
   std::int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream);
-  if (i < n) StoreTail<E>(d, hn::Mul(LoadTail<F32>(d, src + i, n - i, 0.0f), scale), out + i, n - i);
+  for (; i + 2 * lanes <= len; i += 2 * lanes)
+    Store2<E, false>(d, hn::Mul(hn::LoadU(d, src + i), scale), hn::Mul(hn::LoadU(d, src + i + lanes), scale), out + i,
+                     stream);
+  for (; i + lanes <= len; i += lanes)
+    StoreFloats<E>(d, hn::Mul(hn::LoadU(d, src + i), scale), out + i, stream);
+  if (i < len) StoreTail<E>(d, hn::Mul(LoadTail<F32>(d, src + i, len - i, 0.0f), scale), out + i, len - i);
 }
 
 // A whole softmax row through the scratch: exps kept by the first pass,
@@ -335,10 +458,12 @@ void ForwardRowScaled(const typename E::T* x, typename E::T* out, std::int64_t n
   for (std::int64_t c = 0; c < n; c += kChunk) {
     const std::int64_t len = std::min(kChunk, n - c);
     const float m = chunk_max[c / kChunk];
-    // A chunk all -inf kept no exps: its outputs are 0.
-    const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(std::exp(double(m) - row.max) / row.sum));
+    // A chunk all -inf kept no exps: its outputs are 0. The chunk holding
+    // the row's max (a short row's only chunk) needs no exp.
+    const double rescale = m == row.max ? 1.0 : std::exp(double(m) - row.max);
+    const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(rescale / row.sum));
     if (m == -HUGE_VALF) std::fill(exps + c, exps + c + len, 0.0f);
-    ScalePass<E>(exps + c, out + c, len, scale, stream);
+    ScaleChunk<E>(exps + c, out + c, len, scale, stream);
   }
 }
 
@@ -348,9 +473,9 @@ void BackwardWrite(const typename E::T* y, const typename E::T* dy, typename E::
   const DF d;
   const VF s = hn::Set(d, static_cast<float>(row.sum));
   if (log)
-    WritePass<E>(y, dy, out, n, [&](VF yv, VF gv) { return hn::NegMulAdd(ExpFull(d, yv), s, gv); }, stream);
+    WritePass<E, true>(y, dy, out, n, [&](VF yv, VF gv) { return hn::NegMulAdd(ExpFull(d, yv), s, gv); }, stream);
   else
-    WritePass<E>(y, dy, out, n, [&](VF yv, VF gv) { return hn::Mul(yv, hn::Sub(gv, s)); }, stream);
+    WritePass<E, true>(y, dy, out, n, [&](VF yv, VF gv) { return hn::Mul(yv, hn::Sub(gv, s)); }, stream);
 }
 
 // Typed pointers to one row's elements from `begin` on.
