@@ -68,10 +68,14 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
 // group_rows shapes (threads a row, packs a thread) on the vector path,
 // light ops, for rows of up to 16, 64, 128 and 256 packs: at least 8 threads
 // a row (a warp's load covers whole 128-byte lines) and 2 packs a thread in
-// flight; the others keep half the packs (rows up to 8, 32, 64, 128).
+// flight; the others keep half the packs of the longer shapes (rows up to
+// 16, 32, 64, 128): the shortest keeps 2, since one pack a thread (and 32
+// threads for a row of 16 packs, half of them idle) left too few loads in
+// flight to cover memory latency.
 inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {32, 2}, {32, 4}, {32, 8}}};
 constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i) {
-  return {kFusedGroupShapes[i][0], fused_light(op, mask) ? kFusedGroupShapes[i][1] : kFusedGroupShapes[i][1] / 2};
+  const int vpt = kFusedGroupShapes[i][1];
+  return {kFusedGroupShapes[i][0], fused_light(op, mask) || i == 0 ? vpt : vpt / 2};
 }
 // block_row packs a thread on the vector path (others: half; causal too,
 // whose column compares spill 8 packs of 16-bit values on sm_80).
