@@ -309,15 +309,7 @@ def _autograd_kernel(name, kernel, fake, setup, backward):
     return function.apply
 
 
-def _registered():
-    try:
-        torch.ops.duet.cross_entropy_inplace  # noqa: B018 (registered by another copy of this package)
-        return True
-    except (AttributeError, RuntimeError):
-        return False
-
-
-if not _registered():
+if not _ops.registered("cross_entropy_inplace"):
     if hasattr(torch.library, "custom_op"):
         _register_custom_ops()
     else:

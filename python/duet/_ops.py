@@ -174,15 +174,17 @@ def _autograd_kernel(name, forward_kernel, forward_fake):
     return Function.apply
 
 
-def _registered():
+def registered(name):
+    """Whether torch.ops.duet.<name> exists already (registered by another
+    copy of this package loaded in the same process)."""
     try:
-        torch.ops.duet.softmax_backward  # noqa: B018 (registered by another copy of this package)
+        getattr(torch.ops.duet, name)
         return True
     except (AttributeError, RuntimeError):
         return False
 
 
-if not _registered():
+if not registered("softmax_backward"):
     if hasattr(torch.library, "custom_op"):
         _register_custom_ops()
     else:
