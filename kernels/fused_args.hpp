@@ -17,6 +17,10 @@ enum class FusedOp : int {
   masked_softmax_backward = 1,  // out = scale * y * (dy - sum(dy * y)), x holding y
   cross_entropy = 2,            // loss (and lse, and the gradient when out is set)
   cross_entropy_backward = 3,   // out = the gradient, from the forward's lse
+  // Vocabulary-parallel halves (duet/vocab_parallel.hpp): x is one shard of
+  // every row's vocabulary, columns [vocab_start, vocab_start + cols).
+  shard_stats = 4,    // stats = per row {max, sum exp(x - max), x[t - vocab_start] or 0, sum x}
+  shard_softmax = 5,  // out = exp(x - lse), or x - lse with log_softmax, from the global lse
 };
 
 enum class MaskKind : int {
@@ -70,6 +74,14 @@ struct FusedArgs {
   float* lse = nullptr;                // forward: rows floats, optional; backward: input
   const float* grad_loss = nullptr;    // backward: rows floats (none) or one (mean, sum)
   std::int32_t* invalid_targets = nullptr;  // optional: count of rows whose target is out of range
+  // A shard of the vocabulary (cross_entropy_backward, shard_stats): the
+  // logits' columns are classes [vocab_start, vocab_start + cols) of `vocab`
+  // (0: cols, not sharded). A target in [0, vocab) outside the shard is
+  // valid and only has no one-hot term here; label smoothing divides by vocab.
+  std::int64_t vocab_start = 0;
+  std::int64_t vocab = 0;
+  float* stats = nullptr;  // shard_stats: 4 floats a row, 16-byte aligned
+  int log_softmax = 0;     // shard_softmax: 1 writes x - lse
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
 };
 
@@ -78,6 +90,8 @@ struct FusedArgs {
 // reductions mean and sum one float per row at byte 16: the rows' losses,
 // which the reduction adds in a fixed order (the same sum every run).
 constexpr std::int64_t kCrossEntropyCountersBytes = 16;
+// The classes a row's target may name: the whole vocabulary of a shard.
+constexpr std::int64_t fused_vocab(const FusedArgs& a) { return a.vocab > 0 ? a.vocab : a.cols; }
 constexpr std::int64_t cross_entropy_workspace_bytes(std::int64_t rows, Reduction reduction) {
   return kCrossEntropyCountersBytes + (reduction == Reduction::none ? 0 : (rows * 4 + 15) / 16 * 16);
 }

@@ -57,7 +57,7 @@ inline constexpr int kFusedRegisterCap = 64;
 // dy) or four running sums (cross-entropy's forward) and keep half as many,
 // which fit kFusedRegisterCap without spilling (ptxas -v, sm_90).
 constexpr bool fused_light(FusedOp op, MaskKind mask) {
-  return op == FusedOp::cross_entropy_backward ||
+  return op == FusedOp::cross_entropy_backward || op == FusedOp::shard_softmax ||
          (op == FusedOp::masked_softmax && (mask == MaskKind::none || mask == MaskKind::causal));
 }
 constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
@@ -96,8 +96,8 @@ constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
 }
 
 // The op kinds in catalogue order: masked_softmax with each mask, then the
-// other three operations.
-inline constexpr std::array<std::pair<FusedOp, MaskKind>, 7> kFusedOpKinds{{
+// other operations.
+inline constexpr std::array<std::pair<FusedOp, MaskKind>, 9> kFusedOpKinds{{
     {FusedOp::masked_softmax, MaskKind::none},
     {FusedOp::masked_softmax, MaskKind::additive},
     {FusedOp::masked_softmax, MaskKind::boolean},
@@ -105,6 +105,8 @@ inline constexpr std::array<std::pair<FusedOp, MaskKind>, 7> kFusedOpKinds{{
     {FusedOp::masked_softmax_backward, MaskKind::none},
     {FusedOp::cross_entropy, MaskKind::none},
     {FusedOp::cross_entropy_backward, MaskKind::none},
+    {FusedOp::shard_stats, MaskKind::none},
+    {FusedOp::shard_softmax, MaskKind::none},
 }};
 
 constexpr int fused_variants_per_kind() {

@@ -87,6 +87,12 @@ struct CrossEntropyBackwardCall {
   CrossEntropyOptions options;
   const float* lse = nullptr;        // the forward's, rows floats
   const float* grad_loss = nullptr;  // rows floats for reduction none, else one
+  // A shard of the vocabulary (duet/vocab_parallel.hpp): the logits are
+  // classes [vocab_start, vocab_start + cols) of `vocab` (0: cols, the whole
+  // row). Targets are classes of the whole row; one outside this shard adds
+  // no one-hot term here; label smoothing divides by vocab.
+  std::int64_t vocab_start = 0;
+  std::int64_t vocab = 0;
   void* grad = nullptr;              // may be the logits (same pointer and stride)
   std::int64_t grad_stride = 0;
   void* stream = nullptr;

@@ -186,6 +186,31 @@ DUET_API duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dt
                                                    int64_t grad_stride, void* workspace, size_t workspace_bytes,
                                                    void* stream);
 
+/* Vocabulary-parallel halves (duet/vocab_parallel.hpp has the semantics):
+ * the rows' shard of columns [vocab_start, vocab_start + cols) of `vocab`
+ * classes (vocab 0: vocab_start + cols).
+ * duet_shard_stats writes 4 floats a row to `stats` (16-byte aligned):
+ * {max, sum exp(x - max), x[target - vocab_start] or 0, sum x}; target may
+ * be NULL (the third float is then 0). An invalid target: as for
+ * duet_cross_entropy (host: DUET_ERROR_INVALID_ARGUMENT; GPU: NaN there). */
+DUET_API duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                        const void* x, int64_t x_stride, duet_index_t target_type,
+                                        const void* target, int64_t target_stride, int64_t ignore_index,
+                                        int64_t vocab_start, int64_t vocab, float* stats, void* stream);
+/* y = exp(x - lse) (log_softmax 0) or x - lse (1), lse: rows floats, the
+ * whole rows' log-sum-exp; y may be x. */
+DUET_API duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                          const void* x, int64_t x_stride, const float* lse, int log_softmax,
+                                          void* y, int64_t y_stride, void* stream);
+/* duet_cross_entropy_backward over a shard: targets are classes of the
+ * whole vocabulary; lse is the whole rows'. */
+DUET_API duet_status_t duet_shard_cross_entropy_backward(
+    duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* logits,
+    int64_t logits_stride, duet_index_t target_type, const void* target, int64_t target_stride,
+    int64_t vocab_start, int64_t vocab, const duet_cross_entropy_options_t* options, const float* lse,
+    const float* grad_loss, void* grad, int64_t grad_stride, void* workspace, size_t workspace_bytes,
+    void* stream);
+
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
 /* Threads of the host backend: 0 = one per CPU (or DUET_HOST_THREADS). */

@@ -1,0 +1,81 @@
+// The local halves of vocabulary-parallel softmax and cross-entropy: each
+// GPU (rank) holds a shard of every row's vocabulary, columns
+// [vocab_start, vocab_start + cols) of rows of `vocab` classes. A row's
+// result needs the whole row's max and sum, so a call runs in three steps:
+//   1. shard statistics (ShardStatsCall), per row and shard
+//        {max m_k, sum exp(x - m_k) s_k, x[t - vocab_start] or 0, sum x}
+//      the target logit where the row's target falls in this shard;
+//   2. a combine across the shards (the caller's collective, e.g.
+//      torch.distributed): M = max_k m_k, S = sum_k s_k exp(m_k - M),
+//      lse = M + log S; the target logits and the sums add;
+//   3. normalize the shard (ShardSoftmaxCall: softmax or log_softmax from
+//      lse), or write the shard's cross-entropy gradient
+//      (CrossEntropyBackwardCall with vocab_start and vocab,
+//      duet/cross_entropy.hpp), which needs no communication.
+// The cross-entropy loss follows from the combined statistics:
+//   loss = (1 - eps) (lse - x_t) + eps (lse - sum x / vocab) + z_loss lse^2
+// (duet/cross_entropy.hpp). duet.distributed (Python) composes the three
+// steps over torch.distributed.
+//
+// Arithmetic is float32 over f32/f16/bf16 storage. A shard whose row is all
+// -inf has m = -inf and s = 0 (it adds nothing to the combine).
+#pragma once
+
+#include <cstdint>
+
+#include "duet/cross_entropy.hpp"
+#include "duet/device.hpp"
+#include "duet/export.h"
+#include "duet/softmax.hpp"
+#include "fused_args.hpp"
+
+namespace duet {
+
+// One row's statistics over one shard: the layout ShardStatsCall::stats holds.
+struct ShardRowStats {
+  float max;           // m_k; -inf for a row of -inf only
+  float sum_exp;       // s_k = sum exp(x - m_k)
+  float target_logit;  // x[t - vocab_start] for a target in this shard, else 0
+  float sum;           // sum x (label smoothing's term)
+};
+static_assert(sizeof(ShardRowStats) == 16);
+
+struct ShardStatsCall {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;  // this shard's width, >= 1
+  const void* x = nullptr;
+  std::int64_t x_stride = 0;
+  // Optional (target nullptr: target_logit is 0): one target a row, a class
+  // of the whole vocabulary. A target outside [0, vocab) other than
+  // ignore_index is invalid: the host backend throws invalid_argument
+  // before writing anything; on a GPU that row's target_logit is NaN.
+  IndexType target_type = IndexType::i64;
+  const void* target = nullptr;
+  std::int64_t target_stride = 1;
+  std::int64_t ignore_index = -100;
+  std::int64_t vocab_start = 0;  // this shard's first class, >= 0
+  std::int64_t vocab = 0;        // classes of the whole row (0: vocab_start + cols); >= vocab_start + cols
+  ShardRowStats* stats = nullptr;  // rows of them, 16-byte aligned
+  void* stream = nullptr;
+};
+DUET_API void run(const Device& dev, const ShardStatsCall& call);
+
+// y = exp(x - lse), or x - lse with log_softmax: the shard's part of the
+// softmax of whole rows, given each row's global lse (rows floats). y may
+// be x (same pointer and stride).
+struct ShardSoftmaxCall {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const void* x = nullptr;
+  std::int64_t x_stride = 0;
+  const float* lse = nullptr;
+  bool log_softmax = false;
+  void* y = nullptr;
+  std::int64_t y_stride = 0;
+  void* stream = nullptr;
+};
+DUET_API void run(const Device& dev, const ShardSoftmaxCall& call);
+
+}  // namespace duet
