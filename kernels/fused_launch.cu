@@ -51,6 +51,8 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
     throw Error(Status::invalid_argument, "fused kernel variant " + std::to_string(l.variant) + " is not in the catalogue");
   const FusedVariant& v = kFusedCatalogue[l.variant];
   const MaskKind mask = a.op == FusedOp::masked_softmax ? a.mask_kind : MaskKind::none;
+  if (a.op == FusedOp::shard_stats && !aligned(a.stats, 16))
+    throw Error(Status::invalid_argument, "shard_stats needs its stats 16-byte aligned");
   if (v.op != a.op || v.mask != mask || v.dtype != a.dtype)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " does not serve " + to_string(a.op) + " (" +
                                               to_string(mask) + ", " + to_string(a.dtype) + ")");

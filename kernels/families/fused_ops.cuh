@@ -227,12 +227,19 @@ struct CeRow {
   bool ignored;
   bool invalid;
 };
+// Targets are classes of the whole vocabulary (fused_vocab); a shard
+// (vocab_start > 0 or vocab > cols) holds the one-hot column of the rows
+// whose target falls in [vocab_start, vocab_start + cols). shard_stats
+// without targets: no target column, nothing ignored or invalid.
 __device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
+  CeRow r{-1, false, false};
+  if (a.target == nullptr) return r;
   const std::int64_t t = target_of(a, row);
-  CeRow r;
+  const std::int64_t vocab = a.vocab > 0 ? a.vocab : a.cols;
   r.ignored = t == a.ignore_index;
-  r.invalid = !r.ignored && (t < 0 || t >= a.cols);
-  r.t = r.ignored || r.invalid ? -1 : static_cast<int>(t);
+  r.invalid = !r.ignored && (t < 0 || t >= vocab);
+  const std::int64_t local = t - a.vocab_start;
+  r.t = r.ignored || r.invalid || local < 0 || local >= a.cols ? -1 : static_cast<int>(local);
   return r;
 }
 // g: the upstream gradient of the row's loss (mean divides by the rows
@@ -256,7 +263,7 @@ __device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, 
   const float eps = a.label_smoothing;
   f.c_p = g * (1.0f + 2.0f * a.z_loss * lse);
   f.c_t = g * (1.0f - eps);
-  f.c_u = g * eps / static_cast<float>(a.cols);
+  f.c_u = g * eps / static_cast<float>(a.vocab > 0 ? a.vocab : a.cols);
   f.loss = 0.0f;
   f.zero = r.ignored;
   f.nan = r.invalid;
@@ -377,6 +384,90 @@ struct CrossEntropyBackwardOp {
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
 
+// ------------------------------------------------------------ vocabulary-parallel halves
+// A shard's statistics: the online pair, a = sum of x, b = the target's
+// logit where the target falls in this shard. Nothing is written but the
+// row's four floats.
+template <class T, int PACK>
+struct ShardStatsOp {
+  static constexpr bool kSoftmax = true;
+  static constexpr int kSums = 2;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V x;
+  };
+  using Final = RowAcc;
+  const FusedArgs& a;
+  const V* x;
+  CeRow r;
+
+  __device__ __forceinline__ ShardStatsOp(const FusedArgs& args, std::int64_t row)
+      : a(args), x(row_ptr<T, PACK, V>(args.x, row, args.x_stride)), r(ce_row(args, row)) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.x = load_hinted<H>(x + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
+    online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
+    const int c0 = static_cast<int>(p) * PACK;
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) {
+      const float v = element<T>(it.x, e);
+      acc.a += v;
+      acc.b += c0 + e == r.t ? v : 0.0f;
+    }
+  }
+  __device__ __forceinline__ Final finish(const RowAcc& acc) const { return acc; }
+  __device__ __forceinline__ bool writes() const { return false; }
+  __device__ __forceinline__ void store(const Item&, std::int64_t, const Final&, bool) const {}
+  __device__ __forceinline__ void epilogue(const Final& f, std::int64_t row) const {
+    reinterpret_cast<float4*>(a.stats)[row] = make_float4(f.m, f.s, r.invalid ? kNaN : f.b, f.a);
+  }
+};
+
+// A shard's softmax or log_softmax from the whole row's lse: elementwise.
+template <class T, int PACK>
+struct ShardSoftmaxOp {
+  static constexpr bool kSoftmax = false;
+  static constexpr int kSums = 0;
+  static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V x;
+  };
+  struct Final {
+    float lse;
+  };
+  const V* x;
+  V* out;
+  float lse;
+  int log;
+
+  __device__ __forceinline__ ShardSoftmaxOp(const FusedArgs& a, std::int64_t row)
+      : x(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
+        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+        lse(a.lse[row]),
+        log(a.log_softmax) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.x = load_hinted<H>(x + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc&, const Item&, std::int64_t) const {}
+  __device__ __forceinline__ Final finish(const RowAcc&) const { return {lse}; }
+  __device__ __forceinline__ bool writes() const { return true; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    const V o = make_pack<T, V>([&](int e) {
+      const float v = element<T>(it.x, e);
+      return log ? v - f.lse : exp_shifted(v, f.lse);
+    });
+    store_pack(out + p, o, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
 // The policy of catalogue entry (op, mask).
 template <FusedOp OP, MaskKind MASK, class T, int PACK>
 struct OpOf;
@@ -395,6 +486,15 @@ struct OpOf<FusedOp::cross_entropy, MASK, T, PACK> {
 template <MaskKind MASK, class T, int PACK>
 struct OpOf<FusedOp::cross_entropy_backward, MASK, T, PACK> {
   using type = CrossEntropyBackwardOp<T, PACK>;
+};
+
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::shard_stats, MASK, T, PACK> {
+  using type = ShardStatsOp<T, PACK>;
+};
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::shard_softmax, MASK, T, PACK> {
+  using type = ShardSoftmaxOp<T, PACK>;
 };
 
 }  // namespace duet::DUET_NS::kernels

@@ -86,6 +86,12 @@ _OPTIONAL_SIGNATURES = {
                             _vp, _vp, _vp, _i64, _vp, _vp, _size, _vp], _i32),
     "duet_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64,
                                      ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp], _i32),
+    # The vocabulary-parallel halves (duet/vocab_parallel.hpp).
+    "duet_shard_stats": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64, _i64, _vp, _vp], _i32),
+    "duet_shard_softmax": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _i32, _vp, _i64, _vp], _i32),
+    "duet_shard_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64,
+                                           ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp],
+                                          _i32),
 }
 
 
@@ -174,7 +180,7 @@ def fused(name):
     lib = library()
     if not hasattr(lib, name):
         raise OSError(f"duet: {library_path()!r} (libduet {version()}) has no {name}: it predates the fused "
-                      "operations (masked softmax, cross-entropy); rebuild or reinstall duet")
+                      "operations (masked softmax, cross-entropy, vocabulary shards); rebuild or reinstall duet")
     return getattr(lib, name)
 
 

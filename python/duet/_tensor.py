@@ -485,3 +485,70 @@ def launch_cross_entropy_backward(x, target, lse, grad_loss, grad, ignore_index,
     _ce_check(status, target, cols, ignore_index)
     del ws_keep
     return grad
+
+
+# ------------------------------------------------------------------ vocabulary shards (duet.distributed)
+
+def launch_shard_stats(x, target, ignore_index, vocab_start, vocab, stats, fn):
+    """stats (float32 [rows, 4], contiguous) = each row's {max, sum exp(x - max),
+    x[target - vocab_start] or 0, sum x} over the shard x [rows, cols];
+    target [rows] or None."""
+    xm = _as_2d(x)
+    rows, cols = xm.shape
+    if rows == 0:
+        return stats
+    dev = duet_device(xm, fn)
+    index = xm.get_device()
+    if target is not None:
+        target = _plain_target(target)
+    status = _lib.fused("duet_shard_stats")(
+        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm),
+        INDEX_CODES[target.dtype] if target is not None else _lib.INDEX_I64,
+        None if target is None else target.data_ptr(), 1 if target is None else _target_stride(target),
+        ignore_index, vocab_start, vocab, stats.data_ptr(), _stream(index))
+    _lib.check(status)
+    return stats
+
+
+def launch_shard_softmax(x, lse, log, y, fn):
+    """y (x's shape and dtype; may be x) = exp(x - lse) or x - lse over the
+    shard x, lse the whole rows' (float32 [rows])."""
+    if y.numel() == 0:
+        return y
+    xm = _as_2d(x)
+    rows, cols = xm.shape
+    ym = xm if y is x and xm.data_ptr() == x.data_ptr() else _view_2d(y)
+    dev = duet_device(xm, fn)
+    index = xm.get_device()
+    lse = lse.contiguous()
+    _lib.check(_lib.fused("duet_shard_softmax")(
+        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm), lse.data_ptr(), int(log),
+        ym.data_ptr(), _row_stride(ym), _stream(index)))
+    return y
+
+
+def launch_shard_cross_entropy_backward(x, target, lse, grad_loss, grad, vocab_start, vocab, ignore_index, reduction,
+                                        label_smoothing, z_loss, fn):
+    """grad (x's shape and dtype; may be x) of the cross-entropy over the
+    shard x of classes [vocab_start, vocab_start + cols) of vocab, from the
+    whole rows' lse and the upstream gradient grad_loss."""
+    xm = _as_2d(x)
+    rows, cols = xm.shape
+    if rows == 0:
+        return grad
+    gm = xm if grad is x and xm.data_ptr() == x.data_ptr() else _view_2d(grad)
+    dev = duet_device(xm, fn)
+    index = xm.get_device()
+    target = _plain_target(target)
+    g = grad_loss.to(torch.float32).contiguous()
+    lse = lse.contiguous()
+    ws_ptr, ws_bytes, ws_keep = _ce_workspace(dev, rows, reduction, index, x.device)
+    options = _ce_options(ignore_index, reduction, label_smoothing, z_loss)
+    status = _lib.fused("duet_shard_cross_entropy_backward")(
+        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm), INDEX_CODES[target.dtype],
+        target.data_ptr(), _target_stride(target), vocab_start, vocab, options, lse.data_ptr(), g.data_ptr(),
+        gm.data_ptr(), _row_stride(gm), ws_ptr, ws_bytes, _stream(index))
+    _lib.check(status)
+    del ws_keep
+    return grad
+

@@ -28,6 +28,8 @@ std::string to_string(FusedOp op) {
     case FusedOp::masked_softmax_backward: return "masked_softmax_backward";
     case FusedOp::cross_entropy: return "cross_entropy";
     case FusedOp::cross_entropy_backward: return "cross_entropy_backward";
+    case FusedOp::shard_stats: return "shard_stats";
+    case FusedOp::shard_softmax: return "shard_softmax";
   }
   return "unknown";
 }
@@ -112,7 +114,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
           "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
   const int op_index = static_cast<int>(s.op);
-  require(op_index >= 0 && op_index <= 3, Status::invalid_argument, "unknown fused operation " + std::to_string(op_index));
+  require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::shard_softmax), Status::invalid_argument, "unknown fused operation " + std::to_string(op_index));
   const int dt = static_cast<int>(s.dtype);
   require(dt >= 0 && dt <= 2, Status::invalid_argument, "unknown dtype " + std::to_string(dt));
   const MaskKind mask = s.op == FusedOp::masked_softmax ? s.mask_kind : MaskKind::none;
@@ -172,8 +174,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
       v.vpt = fused_stream_vpt(s.op, mask, vec);
       threads = kFusedStreamBlock;
       const std::int64_t chunk = std::int64_t(kFusedStreamBlock) * v.vpt;
-      const bool writes = s.op != FusedOp::cross_entropy || s.gradient;
-      const bool reduces = s.op != FusedOp::cross_entropy_backward;
+      const bool writes = (s.op != FusedOp::cross_entropy || s.gradient) && s.op != FusedOp::shard_stats;
+      const bool reduces = s.op != FusedOp::cross_entropy_backward && s.op != FusedOp::shard_softmax;
       why = "row of " + packs + " exceeds a block's registers: one block a row, " + std::to_string(cdiv(nv, chunk)) +
             " chunks of " + std::to_string(chunk) + (vec > 1 ? " packs" : " elements") +
             (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order from L2"

@@ -258,6 +258,8 @@ std::optional<FusedRequest> fused_request(const std::string& op, bool backward) 
                   : op == "additive_masked_softmax" ? duet::MaskKind::additive
                   : op == "scaled_softmax"          ? duet::MaskKind::none
                                                     : duet::MaskKind::boolean;
+  } else if (op == "shard_stats" || op == "shard_softmax") {  // vocabulary-parallel halves
+    s.op = op == "shard_stats" ? duet::FusedOp::shard_stats : duet::FusedOp::shard_softmax;
   } else {  // cross_entropy (the forward writing the gradient), cross_entropy_forward (loss only)
     s.op = backward ? duet::FusedOp::cross_entropy_backward : duet::FusedOp::cross_entropy;
     s.gradient = !backward && op == "cross_entropy";
@@ -408,11 +410,15 @@ int main(int argc, char** argv) {
   app.add_option("--op", op_name,
                  "the operation --plan plans: softmax (default); masked_softmax (a boolean mask), causal_softmax, "
                  "additive_masked_softmax, scaled_softmax (no mask); cross_entropy (the forward writing the "
-                 "gradient), cross_entropy_forward (the loss only); --backward plans their backward")
+                 "gradient), cross_entropy_forward (the loss only); shard_stats, shard_softmax (a vocabulary shard's statistics and "
+                 "normalize passes); --backward plans the backward of those that have one")
       ->check(CLI::IsMember({"softmax", "masked_softmax", "causal_softmax", "additive_masked_softmax", "scaled_softmax",
-                             "cross_entropy", "cross_entropy_forward"}));
+                             "cross_entropy", "cross_entropy_forward", "shard_stats", "shard_softmax"}));
   try {
     app.parse(argc, argv);
+    if (backward && op_name.rfind("shard_", 0) == 0)
+      throw UsageError{"--op " + op_name + " has no backward (the cross-entropy gradient of a shard is "
+                       "--op cross_entropy --backward)"};
     std::vector<PlanRequest> requests;
     for (const auto& p : plans) requests.push_back(parse_plan(p));
     const int device_index = device_text ? parse_device_index(*device_text) : -1;  // -1: every device
