@@ -62,6 +62,10 @@ void device_free(int ordinal, void* p) noexcept;
 void copy_to_device(int ordinal, void* dst, const void* src, std::size_t bytes);
 void copy_to_host(int ordinal, void* dst, const void* src, std::size_t bytes);
 void copy_device_to_device(int ordinal, void* dst, const void* src, std::size_t bytes, void* stream);
+// The same copy by duet's own kernel (GPUs: kernels/copy_launch.cu, 16-byte
+// accesses; host: the pooled memcpy of copy_device_to_device). The runtime
+// has checked the pointers (non-null, no overlap).
+void copy_kernel(int ordinal, void* dst, const void* src, std::size_t bytes, void* stream);
 void fill_bytes(int ordinal, void* dst, int value, std::size_t bytes);
 void synchronize(int ordinal, void* stream);
 void* stream_create(int ordinal);

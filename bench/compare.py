@@ -5,7 +5,8 @@ Each point: a fresh input several times the L2 (256 MB by default, two input
 sets rotated), torch's result checked against duet's, both timed with CUDA
 events (warm-up, then the median of many launches). Writes JSON and a PNG
 like the Triton tutorial's: GB/s against N, one line per provider, the
-copy ceiling measured in the same run drawn across.
+copy ceiling measured in the same run drawn across: the faster of torch's
+copy_ (the vendor's device-to-device memcpy) and duet's own copy kernel.
 
     DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/compare.py --out bench/results/h200/compare
     python3 bench/compare.py --replot bench/results/h200/compare.json   # the PNG again, from the JSON
@@ -81,11 +82,37 @@ def host_us_per_call(fn, calls=2000):
     return (t1 - t0) / calls * 1e6
 
 
-def copy_ceiling():
-    a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
+def copy_ceiling(found=None):
+    """The copy ceiling in GB/s (bytes read + written): the faster of torch's
+    copy_ (cudaMemcpyAsync device to device; hipMemcpyAsync on ROCm) and
+    duet's own copy kernel (duet.copy_kernel), timed on the same 2 GiB
+    buffers, as duet-bench does. `found`, if given, receives both
+    (copy_torch_GBps, copy_duet_kernel_GBps: None where the loaded libduet
+    has no copy kernel) and which was faster (copy_source)."""
+    a = torch.randint(0, 256, (2 << 30,), dtype=torch.uint8, device="cuda")
+    b = torch.zeros_like(a)
+    gbps = {}
     ms = time_ms(lambda _: b.copy_(a), 1, 3, 10, 5)
-    return 2 * a.numel() / (ms * 1e-3) / 1e9
+    gbps["torch_copy"] = 2 * a.numel() / (ms * 1e-3) / 1e9
+    try:
+        b.zero_()
+        duet.copy_kernel(b, a)  # checked once before it is timed
+        if not torch.equal(a, b):
+            raise RuntimeError(f"duet.copy_kernel copied {a.numel()} bytes wrong: {int((a != b).sum())} differ")
+        ms = time_ms(lambda _: duet.copy_kernel(b, a), 1, 3, 10, 5)
+        gbps["duet_copy_kernel"] = 2 * a.numel() / (ms * 1e-3) / 1e9
+    except (AttributeError, OSError) as e:  # a libduet or package from before the copy kernel
+        print(f"duet's copy kernel unavailable ({e}): the ceiling is torch's copy_ alone", file=sys.stderr)
+        gbps["duet_copy_kernel"] = None
+    source = max((k for k in gbps if gbps[k] is not None), key=lambda k: gbps[k])
+    kernel = gbps["duet_copy_kernel"]
+    print(f"copy ceiling {gbps[source]:.0f} GB/s ({source}): torch copy_ {gbps['torch_copy']:.0f} GB/s, "
+          f"duet copy kernel {'n/a' if kernel is None else f'{kernel:.0f}'} GB/s", flush=True)
+    if found is not None:
+        found.update(copy_torch_GBps=gbps["torch_copy"], copy_duet_kernel_GBps=kernel, copy_source=source)
+    del a, b
+    torch.cuda.empty_cache()
+    return gbps[source]
 
 
 def plot(doc, path):
@@ -141,7 +168,8 @@ def main():
     import torch
     import duet
     torch.manual_seed(0)
-    ceiling = copy_ceiling()
+    copy = {}
+    ceiling = copy_ceiling(copy)
     if args.cols:
         cols = [int(c) for c in args.cols.split(",")]
     elif args.tutorial:
@@ -214,6 +242,7 @@ def main():
             commit = ""
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "date": time.strftime("%Y-%m-%d"), "commit": commit or "unknown", "copy_GBps": ceiling,
+           **copy,
            "mode": "tutorial (M=4096, hot)" if args.tutorial else f"cold ({args.mbytes} MB inputs, 2 sets rotated)",
            "timing": "median of 15 batches of 10 launches, event-timed, a 5 ms device spin queued before each batch, "
                      "garbage collector off",

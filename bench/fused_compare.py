@@ -2,7 +2,8 @@
 """duet's fused row operations against torch on the same tensors, in one
 process (issue 19's comparisons), device time with CUDA events as
 compare.py takes it, each as a ratio to the copy ceiling measured in the
-same run over the bytes the operation must move:
+same run (compare.copy_ceiling: the faster of torch's copy_ and duet's copy
+kernel) over the bytes the operation must move:
 
   causal   scaled causal softmax [B, H, S, S] bf16, forward and backward,
            against torch's composite (scale, masked_fill with a causal mask,
@@ -37,6 +38,7 @@ import compare  # noqa: E402  (time_ms and the copy ceiling, shared)
 import duet  # noqa: E402
 
 compare.torch = torch
+compare.duet = duet
 
 
 def gbps(nbytes, ms):
@@ -170,7 +172,8 @@ def main():
     args = ap.parse_args()
     only = set(args.only.split(","))
     torch.manual_seed(0)
-    ceiling = compare.copy_ceiling()
+    copy = {}
+    ceiling = compare.copy_ceiling(copy)
     rows = []
     t0 = time.time()
     if "causal" in only:
@@ -188,7 +191,8 @@ def main():
               "| duet faster by", " ".join(f"{k} {v:.2f}x" for k, v in r["duet_speedup"].items()), flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": commit,
-           "date": time.strftime("%Y-%m-%d"), "copy_GBps": ceiling, "seconds": time.time() - t0, "rows": rows}
+           "date": time.strftime("%Y-%m-%d"), "copy_GBps": ceiling, **copy,
+           "seconds": time.time() - t0, "rows": rows}
     with open(args.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
 

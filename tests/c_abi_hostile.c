@@ -241,6 +241,34 @@ static void fused_operations(void) {
          duet_last_error());
 }
 
+/* The copy kernel: null pointers, overlapping ranges and a size past any
+ * address space refused, the destination untouched; any byte offset and an
+ * odd size copied exactly; zero bytes do nothing, even with null pointers. */
+static void copy_kernel_calls(void) {
+  unsigned char src[80], dst[80];
+  for (int i = 0; i < 80; ++i) {
+    src[i] = (unsigned char)(i * 13 + 1);
+    dst[i] = 0xa5;
+  }
+  duet_status_t s = duet_copy_kernel(kHost, dst, NULL, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("src is a null pointer"), "status %d: %s", s, duet_last_error());
+  s = duet_copy_kernel(kHost, NULL, src, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("dst is a null pointer"), "status %d: %s", s, duet_last_error());
+  s = duet_copy_kernel(kHost, src + 15, src, 16, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "status %d: %s", s, duet_last_error());
+  s = duet_copy_kernel(kHost, dst, src, SIZE_MAX, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("address space"), "status %d: %s", s, duet_last_error());
+  for (int i = 0; i < 80; ++i) EXPECT(dst[i] == 0xa5, "dst[%d] written by a refused call", i);
+  s = duet_copy_kernel(kHost, NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_SUCCESS, "zero bytes refused: %s", duet_last_error());
+  s = duet_copy_kernel(kHost, dst + 3, src + 1, 61, NULL);
+  EXPECT(s == DUET_SUCCESS, "odd copy refused: %s", duet_last_error());
+  for (int i = 0; i < 80; ++i) {
+    const int inside = i >= 3 && i < 64;
+    EXPECT(dst[i] == (inside ? src[i - 2] : 0xa5), "dst[%d] = %d", i, dst[i]);
+  }
+}
+
 int main(void) {
   misaligned_elements();
   out_of_range_codes();
@@ -248,6 +276,7 @@ int main(void) {
   random_layouts_against_marking();
   impossible_sizes();
   fused_operations();
+  copy_kernel_calls();
   printf("c_abi_hostile: %d failed\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }

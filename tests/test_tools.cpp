@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -214,8 +215,16 @@ TEST_CASE("duet-bench takes comma lists and writes CSV a CSV reader reads back")
                        " --json " + quoted(out));
   INFO(r.out);
   REQUIRE(r.code == 0);
-  const auto results = json::parse(read(out))["results"];
+  const auto doc = json::parse(read(out));
+  const auto results = doc["results"];
   CHECK(results.size() == 2 * 2 * 2);
+  // The host's ceiling is its memcpy alone (its copy_kernel is the same copy).
+  CHECK(doc["copy_source"] == "memcpy");
+  CHECK(doc["copy_memcpy_gbps"].get<double>() > 0);
+  CHECK(doc["copy_gbps"] == doc["copy_memcpy_gbps"]);
+  CHECK(doc["copy_kernel_gbps"].is_null());
+  CHECK(doc["copy_bytes"] == 1000000);
+  CHECK(results[0]["ratio"].get<double>() == doctest::Approx(results[0]["gbps"].get<double>() / doc["copy_gbps"].get<double>()));
   CHECK(results[0]["cols"] == 64);
   CHECK(results[1]["cols"] == 1024);
   CHECK(has(results[0]["variant"].get<std::string>(), ","));  // the case that broke the CSV
@@ -234,6 +243,29 @@ TEST_CASE("duet-bench takes comma lists and writes CSV a CSV reader reads back")
   CHECK(warmup.out.size() < 200);  // CLI11's own check names a 300-digit bound
 }
 
+TEST_CASE("duet-bench on a GPU takes the faster of the vendor copy and the copy kernel as its ceiling") {
+  int gpus = 0;
+  for (const duet::Device& dev : duet::devices()) {
+    if (!dev.is_gpu()) continue;
+    ++gpus;
+    INFO(dev.label());
+    TempDir dir;
+    const fs::path out = dir.path / "bench.json";
+    const Result r = run(quoted(kBench) + " --device " + dev.label() + " --cols 1024 --mbytes 8 --copy-mbytes 64" +
+                         " --warmup 1 --repeats 3 --batch 2 --json " + quoted(out));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK(has(r.out, "copy ceiling: the faster of "));
+    const auto doc = json::parse(read(out));
+    const double memcpy_gbps = doc["copy_memcpy_gbps"].get<double>(), kernel_gbps = doc["copy_kernel_gbps"].get<double>();
+    CHECK(memcpy_gbps > 0);
+    CHECK(kernel_gbps > 0);
+    CHECK(doc["copy_gbps"].get<double>() == std::max(memcpy_gbps, kernel_gbps));
+    CHECK(doc["copy_source"] == (kernel_gbps > memcpy_gbps ? "kernel" : "memcpy"));
+  }
+  if (gpus == 0) MESSAGE("skipping: no GPU here (the host's run is checked by the CSV case)");
+}
+
 TEST_CASE("the public copy and event calls duet-bench times with") {
   const duet::Device host(duet::BackendKind::host, 0);
   std::vector<unsigned char> bytes(1 << 16);
@@ -247,6 +279,10 @@ TEST_CASE("the public copy and event calls duet-bench times with") {
   stop.record();
   CHECK(stop.elapsed_ms_since(start) >= 0.0f);
   std::vector<unsigned char> back(bytes.size());
+  b.download(back.data(), back.size());
+  CHECK(back == bytes);
+  b.fill(0);
+  duet::copy_kernel(host, b.data(), a.data(), bytes.size());
   b.download(back.data(), back.size());
   CHECK(back == bytes);
 }

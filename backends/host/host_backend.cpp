@@ -219,6 +219,7 @@ void copy_to_device(int, void* dst, const void* src, std::size_t bytes) { std::m
 void copy_to_host(int, void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 // Large copies run on the pool, a contiguous piece a task, so a copy is as
 // fast as the softmax's threads can move memory (duet-bench's ceiling).
+// The host has no copy kernel of its own: copy_kernel is this copy too.
 void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, void*) {
   constexpr std::size_t kPiece = std::size_t(1) << 22;
   std::unique_lock lock(g_pool_mutex, std::defer_lock);
@@ -229,6 +230,9 @@ void copy_device_to_device(int, void* dst, const void* src, std::size_t bytes, v
     const std::size_t begin = std::size_t(t) * piece;
     std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, std::min(piece, bytes - begin));
   });
+}
+void copy_kernel(int ordinal, void* dst, const void* src, std::size_t bytes, void* stream) {
+  copy_device_to_device(ordinal, dst, src, bytes, stream);
 }
 void fill_bytes(int, void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }
 void synchronize(int, void*) {}

@@ -22,14 +22,14 @@ except ImportError:
     _torch = None
 
 if _torch is not None:
-    from ._ops import log_softmax, log_softmax_backward, softmax, softmax_backward
+    from ._ops import copy_kernel, log_softmax, log_softmax_backward, softmax, softmax_backward
     from ._fused import cross_entropy, masked_softmax, masked_softmax_backward
 else:
     from ._cai import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 __all__ = ["DuetError", "library", "library_path", "version", "devices", "softmax", "log_softmax",
            "softmax_backward", "log_softmax_backward", "masked_softmax", "masked_softmax_backward", "cross_entropy",
-           "nn", "autograd", "__version__"]
+           "copy_kernel", "nn", "autograd", "__version__"]
 
 
 def __getattr__(name):

@@ -92,6 +92,8 @@ _OPTIONAL_SIGNATURES = {
     "duet_shard_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64,
                                            ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp],
                                           _i32),
+    # duet/device.hpp's copy_kernel: (device, dst, src, bytes, stream)
+    "duet_copy_kernel": ([Device, _vp, _vp, _size, _vp], _i32),
 }
 
 
@@ -190,3 +192,15 @@ def cross_entropy_workspace_size(dev, rows, reduction):
     n = ctypes.c_size_t()
     check(fused("duet_cross_entropy_workspace_size")(dev, rows, reduction, ctypes.byref(n)))
     return n.value
+
+
+def copy_kernel(dev, dst, src, nbytes, stream=None):
+    """Copies `nbytes` from address `src` to address `dst`, both memory of
+    `dev`, with duet's own copy kernel, asynchronously on `stream` (a raw
+    cudaStream_t / hipStream_t handle, None for the default stream). The
+    benchmarks time it beside the vendor's copy for the copy ceiling."""
+    lib = library()
+    if not hasattr(lib, "duet_copy_kernel"):
+        raise OSError(f"duet: {library_path()!r} (libduet {version()}) has no duet_copy_kernel: it predates the "
+                      "copy kernel; rebuild or reinstall duet")
+    check(lib.duet_copy_kernel(dev, dst, src, nbytes, stream))

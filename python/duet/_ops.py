@@ -25,6 +25,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _cai
+from . import _lib
 from . import _tensor as T
 
 FORWARD_SCHEMA = "(Tensor input, int dim, ScalarType? dtype) -> Tensor"
@@ -277,3 +278,29 @@ def softmax_backward(output, grad_output, dim=-1, *, out=None):
 def log_softmax_backward(output, grad_output, dim=-1, *, out=None):
     """The input's gradient of log_softmax: grad_output - exp(output) * sum(grad_output) over dim."""
     return _backward(1, output, grad_output, dim, out)
+
+
+def copy_kernel(dst, src):
+    """dst.copy_(src) by duet's own copy kernel (16-byte accesses, any byte
+    offset; duet/device.hpp's duet::copy_kernel) on torch's current stream,
+    for the benchmarks' copy ceiling (bench/compare.py). dst and src:
+    contiguous tensors on one device, of the same number of bytes (any
+    dtypes: the bytes are copied), not overlapping. CPU tensors are copied by
+    the host backend (memcpy). Returns dst."""
+    for name, t in (("dst", dst), ("src", src)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"duet.copy_kernel: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_contiguous():
+            raise ValueError(f"duet.copy_kernel: {name} is not contiguous")
+    if dst.device != src.device:
+        raise ValueError(f"duet.copy_kernel: dst is on {dst.device}, src on {src.device}")
+    nbytes = dst.numel() * dst.element_size()
+    if nbytes != src.numel() * src.element_size():
+        raise ValueError(f"duet.copy_kernel: dst holds {nbytes} bytes, src "
+                         f"{src.numel() * src.element_size()}")
+    if nbytes == 0:
+        return dst
+    dev = T.duet_device(src, "copy_kernel")
+    index = src.get_device()
+    _lib.copy_kernel(dev, dst.data_ptr(), src.data_ptr(), nbytes, T.raw_stream(index) if index >= 0 else None)
+    return dst

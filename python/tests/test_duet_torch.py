@@ -294,6 +294,31 @@ def test_import_without_torch():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_copy_kernel_copies_exactly(device):
+    """duet.copy_kernel, the other half of bench/compare.py's copy ceiling:
+    odd sizes at byte offsets (pairs a multiple of 16 apart and not), a
+    poisoned destination whose bytes outside the copy stay poison."""
+    g = torch.Generator(device="cpu").manual_seed(40)
+    src = torch.randint(0, 256, (4 << 20,), dtype=torch.uint8, generator=g).to(device)
+    for n in (0, 1, 15, 16, 17, 4097, (4 << 20) - 32):
+        for s_off, d_off in ((0, 0), (1, 1), (3, 7), (0, 15), (8, 0)):
+            dst = torch.full((n + 32,), 0xa5, dtype=torch.uint8, device=device)
+            assert duet.copy_kernel(dst[d_off:d_off + n], src[s_off:s_off + n]) is not None
+            sync(device)
+            assert torch.equal(dst[d_off:d_off + n], src[s_off:s_off + n]), (n, s_off, d_off)
+            assert bool((dst[:d_off] == 0xa5).all()) and bool((dst[d_off + n:] == 0xa5).all()), (n, s_off, d_off)
+    x = make((1000,), torch.float32, device, seed=41)
+    y = torch.empty_like(x)
+    assert torch.equal(duet.copy_kernel(y, x), x)  # bytes, whatever the dtype
+    with pytest.raises(ValueError, match="not contiguous"):
+        duet.copy_kernel(y[::2], x[::2])
+    with pytest.raises(ValueError, match="bytes"):
+        duet.copy_kernel(y[:10], x)
+    with pytest.raises(duet.DuetError, match="overlap"):
+        duet.copy_kernel(x[1:], x[:-1])
+
+
 # ============================================================ errors, on every device
 
 @pytest.mark.parametrize("device", DEVICES)

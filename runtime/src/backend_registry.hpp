@@ -32,6 +32,7 @@ struct BackendOps {
   void (*copy_to_device)(int, void*, const void*, std::size_t);
   void (*copy_to_host)(int, void*, const void*, std::size_t);
   void (*copy_device_to_device)(int, void*, const void*, std::size_t, void*);
+  void (*copy_kernel)(int, void*, const void*, std::size_t, void*);
   void (*fill_bytes)(int, void*, int, std::size_t);
   void (*synchronize)(int, void*);
   void* (*stream_create)(int);

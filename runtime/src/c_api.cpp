@@ -312,6 +312,9 @@ duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dty
 duet_status_t duet_synchronize(duet_device_t device, void* stream) {
   return guarded([&] { duet::synchronize(to_device(device), stream); });
 }
+duet_status_t duet_copy_kernel(duet_device_t device, void* dst, const void* src, size_t bytes, void* stream) {
+  return guarded([&] { duet::copy_kernel(to_device(device), dst, src, bytes, stream); });
+}
 duet_status_t duet_set_host_threads(int threads) { return guarded([&] { duet::set_host_threads(threads); }); }
 
 }  // extern "C"

@@ -3,11 +3,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "backend_registry.hpp"
 #include "duet/error.hpp"
 #include "log.hpp"
+#include "validate.hpp"
 
 namespace duet {
 
@@ -125,6 +127,23 @@ void synchronize(const Device& dev, void* stream) {
 
 void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream) {
   detail::backend(dev.backend()).copy_device_to_device(dev.ordinal(), dst, src, bytes, stream);
+}
+
+void copy_kernel(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  constexpr auto bad = Status::invalid_argument;
+  require(dst != nullptr && src != nullptr, bad, [&] {
+    return std::string(dst == nullptr ? "dst" : "src") + " is a null pointer (copying " + std::to_string(bytes) +
+           " bytes)";
+  });
+  require(bytes <= std::size_t(detail::kMaxSpanBytes), bad, [&] {
+    return "a copy of " + std::to_string(bytes) + " bytes is more than any device's address space (2^48)";
+  });
+  const auto n = static_cast<std::int64_t>(bytes);
+  detail::check_apart(detail::span_of(src, n, "src"), "src", detail::span_of(dst, n, "dst"), "dst", false);
+  detail::check_pointer_on(dev, src, "src");
+  detail::check_pointer_on(dev, dst, "dst");
+  detail::backend(dev.backend()).copy_kernel(dev.ordinal(), dst, src, bytes, stream);
 }
 
 Event::Event(const Device& dev) : device_(dev), handle_(detail::backend(dev.backend()).event_create(dev.ordinal())) {}

@@ -24,7 +24,8 @@ if [[ -n $bad ]]; then
   failed=1
 fi
 for want in 'duet_softmax' 'duet_last_error' 'duet_version' 'duet::softmax(' 'duet::Device::props() const' \
-            'typeinfo for duet::Error' 'duet::plan_softmax(' 'duet::reference::compare('; do
+            'typeinfo for duet::Error' 'duet::plan_softmax(' 'duet::reference::compare(' 'duet_copy_kernel' \
+            'duet::copy_kernel('; do
   if ! printf '%s\n' "$symbols" | grep -qF -- "$want"; then
     echo "check_exports: $lib does not export $want" >&2
     failed=1

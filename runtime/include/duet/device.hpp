@@ -95,6 +95,21 @@ DUET_API void synchronize(const Device& dev, void* stream = nullptr);
 // on GPUs: cudaMemcpyAsync / hipMemcpyAsync device to device).
 DUET_API void copy_device_to_device(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
 
+// The same copy by duet's own kernel, asynchronous on `stream`: a one-wave
+// grid-stride loop, each thread with four 16-byte loads in flight
+// (kernels/copy_launch.cu). Any byte offsets and sizes: pointers whose
+// addresses differ by a multiple of 16 are copied 16 bytes at a time (the
+// bytes before the first aligned 16 and after the last one by themselves);
+// others at the widest width they share (8, 4, 2 or 1 bytes), so slower.
+// The host backend copies as copy_device_to_device does (memcpy on its
+// thread pool). duet-bench times both copies and takes the faster as the
+// ceiling its ratios divide by.
+// Throws duet::Error(invalid_argument) for a null pointer (bytes > 0),
+// ranges that overlap, or memory of another device (a GPU call needs device
+// memory of `dev`: cudaMalloc / hipMalloc, not managed or host memory);
+// bytes == 0 does nothing.
+DUET_API void copy_kernel(const Device& dev, void* dst, const void* src, std::size_t bytes, void* stream = nullptr);
+
 // RAII timing event (cudaEvent_t / hipEvent_t; a timestamp on the host).
 class DUET_API Event {
  public:

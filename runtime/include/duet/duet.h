@@ -213,6 +213,14 @@ DUET_API duet_status_t duet_shard_cross_entropy_backward(
 
 /* Waits for `stream` (NULL: the whole device). */
 DUET_API duet_status_t duet_synchronize(duet_device_t device, void* stream);
+/* Copies `bytes` from src to dst, both memory of `device`, on `stream`
+ * (asynchronous on GPUs) with duet's own copy kernel: 16-byte accesses where
+ * the addresses differ by a multiple of 16, any offset and size
+ * (duet::copy_kernel in duet/device.hpp). The ranges must not overlap; 0
+ * bytes does nothing. The host backend copies with memcpy on its threads.
+ * duet-bench and bench/compare.py time it beside the vendor's copy for the
+ * copy ceiling. */
+DUET_API duet_status_t duet_copy_kernel(duet_device_t device, void* dst, const void* src, size_t bytes, void* stream);
 /* Threads of the host backend: 0 = one per CPU (or DUET_HOST_THREADS). */
 DUET_API duet_status_t duet_set_host_threads(int threads);
 
