@@ -61,8 +61,7 @@ bool validate(const Device& dev, Common& c, bool grad_required, std::initializer
     return "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols);
   });
   detail::check_dtype(c.dtype);
-  require(c.target_type == IndexType::i32 || c.target_type == IndexType::i64, bad,
-          [&] { return "unsupported target index type code " + std::to_string(static_cast<int>(c.target_type)); });
+  detail::check_index_type(c.target_type);
   check_reduction(c.options.reduction);
   c.vocab = detail::check_vocab(c.vocab_start, c.vocab, c.cols);
   if (c.rows == 0) return false;
@@ -74,17 +73,13 @@ bool validate(const Device& dev, Common& c, bool grad_required, std::initializer
   const float z = c.options.z_loss;
   require(z >= 0.0f && std::isfinite(z), bad,
           [&] { return "z_loss must be finite and >= 0, got " + std::to_string(z); });
-  require(c.target_stride >= 1, bad,
-          [&] { return "target_stride must be >= 1, got " + std::to_string(c.target_stride); });
 
   const int elem = dtype_size(c.dtype);
   const std::string elem_name = to_string(c.dtype);
   detail::check_pointer(c.logits, elem, "logits", elem_name.c_str());
   detail::check_stride(c.logits_stride, c.cols, "logits");
-  const int index_bytes = c.target_type == IndexType::i32 ? 4 : 8;
-  detail::check_pointer(c.target, index_bytes, "target", c.target_type == IndexType::i32 ? "int32" : "int64");
   const Layout logits = layout_of(c.logits, c.rows, c.cols, c.logits_stride, elem, "logits");
-  const Layout target = layout_of(c.target, c.rows, 1, c.target_stride, index_bytes, "target");
+  const Layout target = detail::check_targets(c.target, c.target_type, c.rows, c.target_stride);
   layouts->push_back({logits, "logits"});
   layouts->push_back({target, "target"});
   detail::check_apart(target, "target", logits, "logits", false);

@@ -24,8 +24,7 @@ void check_shape(DType dtype, std::int64_t rows, std::int64_t cols) {
 // an empty call (nothing to write).
 bool validate(const Device& dev, const ShardStatsCall& c, std::int64_t* vocab) {
   check_shape(c.dtype, c.rows, c.cols);
-  require(c.target_type == IndexType::i32 || c.target_type == IndexType::i64, bad,
-          [&] { return "unsupported target index type code " + std::to_string(static_cast<int>(c.target_type)); });
+  detail::check_index_type(c.target_type);
   *vocab = detail::check_vocab(c.vocab_start, c.vocab, c.cols);
   if (c.rows == 0) return false;
   require(c.cols >= 1, bad, [] { return std::string("cols (the shard's width) must be >= 1 when rows > 0"); });
@@ -43,11 +42,7 @@ bool validate(const Device& dev, const ShardStatsCall& c, std::int64_t* vocab) {
   const Layout stats = detail::span_of(c.stats, c.rows * std::int64_t(sizeof(ShardRowStats)), "stats");
   detail::check_apart(x, "x", stats, "stats", false);
   if (c.target != nullptr) {
-    require(c.target_stride >= 1, bad,
-            [&] { return "target_stride must be >= 1, got " + std::to_string(c.target_stride); });
-    const int index_bytes = c.target_type == IndexType::i32 ? 4 : 8;
-    detail::check_pointer(c.target, index_bytes, "target", c.target_type == IndexType::i32 ? "int32" : "int64");
-    const Layout target = layout_of(c.target, c.rows, 1, c.target_stride, index_bytes, "target");
+    const Layout target = detail::check_targets(c.target, c.target_type, c.rows, c.target_stride);
     detail::check_apart(target, "target", stats, "stats", false);
   }
   detail::check_pointer_on(dev, c.x, "x");
