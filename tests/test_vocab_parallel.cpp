@@ -120,6 +120,32 @@ Combined combine(const std::vector<std::vector<float>>& stats, std::int64_t rows
   return out;
 }
 
+// Runs call(k, x, out, out_stride) on each shard k: x a fresh device copy of
+// the shard, out a poisoned matrix (or x itself, in place). Gives the
+// outputs put together as rows x vocab; checks that the gaps between
+// output rows hold and, not in place, that x is untouched.
+template <class Call>
+std::vector<float> on_shards(const Device& dev, DType dtype, const Case& c, const std::vector<Shard>& shards,
+                             std::int64_t rows, Call&& call) {
+  const std::int64_t vocab = vocab_of(c);
+  std::vector<float> got(std::size_t(rows * vocab), kNaN);
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const Shard& s = shards[k];
+    const std::int64_t out_stride = c.in_place ? s.stride : s.width + c.out_pad;
+    DeviceCopy dx(dev, s.bytes);
+    const std::size_t out_bytes = std::size_t((rows - 1) * out_stride + s.width) * std::size_t(dtype_size(dtype));
+    DeviceCopy dout(dev, std::vector<std::uint8_t>(out_bytes, kNaNPoison));
+    call(k, dx.data(), c.in_place ? dx.data() : dout.data(), out_stride);
+    synchronize(dev);
+    const auto bytes = c.in_place ? dx.get<std::uint8_t>() : dout.get<std::uint8_t>();
+    place(got, vocab, s, dense(bytes, rows, s.width, out_stride, dtype), rows);
+    INFO("shard ", k);
+    CHECK(gaps_hold(bytes, rows, s.width, out_stride, dtype, c.in_place ? kGap : kNaNPoison));
+    if (!c.in_place) CHECK(dx.get<std::uint8_t>() == s.bytes);
+  }
+  return got;
+}
+
 void run_case(const Device& dev, DType dtype, const Case& c) {
   const std::int64_t rows = c.rows, vocab = vocab_of(c);
   const CrossEntropyOptions& o = c.options;
@@ -284,30 +310,19 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
 
   // 3. Each shard's softmax and log_softmax from the combined lse.
   for (bool log_softmax : {false, true}) {
-    std::vector<float> got(std::size_t(rows * vocab), kNaN);
-    for (std::size_t k = 0; k < shards.size(); ++k) {
-      const Shard& s = shards[k];
-      const std::int64_t y_stride = c.in_place ? s.stride : s.width + c.out_pad;
-      DeviceCopy dsrc(dev, s.bytes);
-      DeviceCopy dy(dev, std::vector<std::uint8_t>(
-                             std::size_t((rows - 1) * y_stride + s.width) * std::size_t(dtype_size(dtype)), kNaNPoison));
+    const auto got = on_shards(dev, dtype, c, shards, rows, [&](std::size_t k, void* sx, void* y, std::int64_t stride) {
       ShardSoftmaxCall call;
       call.dtype = dtype;
       call.rows = rows;
-      call.cols = s.width;
-      call.x = dsrc.data();
-      call.x_stride = s.stride;
+      call.cols = shards[k].width;
+      call.x = sx;
+      call.x_stride = shards[k].stride;
       call.lse = static_cast<const float*>(dlse.data());
       call.log_softmax = log_softmax;
-      call.y = c.in_place ? dsrc.data() : dy.data();
-      call.y_stride = y_stride;
+      call.y = y;
+      call.y_stride = stride;
       run(dev, call);
-      synchronize(dev);
-      const auto bytes = c.in_place ? dsrc.get<std::uint8_t>() : dy.get<std::uint8_t>();
-      place(got, vocab, s, dense(bytes, rows, s.width, y_stride, dtype), rows);
-      CHECK(gaps_hold(bytes, rows, s.width, y_stride, dtype, c.in_place ? kGap : kNaNPoison));
-      if (!c.in_place) CHECK(dsrc.get<std::uint8_t>() == s.bytes);
-    }
+    });
     const auto want_y = reference::forward(x, rows, vocab, log_softmax ? Op::log_softmax : Op::softmax);
     const auto check = reference::compare(got, want_y, rows, vocab, reference::default_tolerance(dtype), nullptr,
                                           reference::default_abs_floor(dtype));
@@ -318,36 +333,25 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
 
   // 4. Each shard's cross-entropy gradient from the combined lse.
   DeviceCopy dgl(dev, grad_loss);
-  std::vector<float> got(std::size_t(rows * vocab), kNaN);
-  for (std::size_t k = 0; k < shards.size(); ++k) {
-    const Shard& s = shards[k];
-    const std::int64_t g_stride = c.in_place ? s.stride : s.width + c.out_pad;
-    DeviceCopy dsrc(dev, s.bytes);
-    DeviceCopy dgrad(dev, std::vector<std::uint8_t>(
-                              std::size_t((rows - 1) * g_stride + s.width) * std::size_t(dtype_size(dtype)), kNaNPoison));
+  const auto got = on_shards(dev, dtype, c, shards, rows, [&](std::size_t k, void* sx, void* out, std::int64_t stride) {
     CrossEntropyBackwardCall b;
     b.dtype = dtype;
     b.rows = rows;
-    b.cols = s.width;
-    b.logits = dsrc.data();
-    b.logits_stride = s.stride;
+    b.cols = shards[k].width;
+    b.logits = sx;
+    b.logits_stride = shards[k].stride;
     b.target_type = c.target_type;
     b.target = dt.data();
     b.target_stride = c.target_stride;
     b.options = o;
     b.lse = static_cast<const float*>(dlse.data());
     b.grad_loss = static_cast<const float*>(dgl.data());
-    b.vocab_start = s.start;
+    b.vocab_start = shards[k].start;
     b.vocab = vocab_arg(k);
-    b.grad = c.in_place ? dsrc.data() : dgrad.data();
-    b.grad_stride = g_stride;
+    b.grad = out;
+    b.grad_stride = stride;
     run(dev, b);
-    synchronize(dev);
-    const auto bytes = c.in_place ? dsrc.get<std::uint8_t>() : dgrad.get<std::uint8_t>();
-    place(got, vocab, s, dense(bytes, rows, s.width, g_stride, dtype), rows);
-    CHECK(gaps_hold(bytes, rows, s.width, g_stride, dtype, c.in_place ? kGap : kNaNPoison));
-    if (!c.in_place) CHECK(dsrc.get<std::uint8_t>() == s.bytes);
-  }
+  });
   std::vector<double> g_scale(std::size_t(rows), 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
     const double g = none ? grad_loss[std::size_t(r)]

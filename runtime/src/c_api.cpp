@@ -295,20 +295,16 @@ duet_status_t duet_cross_entropy(duet_device_t device, duet_dtype_t dtype, int64
     duet::run(to_device(device), c);
   });
 }
+// The whole rows' backward: the backward over a shard that is all of them.
 duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                           const void* logits, int64_t logits_stride, duet_index_t target_type,
                                           const void* target, int64_t target_stride,
                                           const duet_cross_entropy_options_t* options, const float* lse,
                                           const float* grad_loss, void* grad, int64_t grad_stride, void* workspace,
                                           size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    duet::CrossEntropyBackwardCall c;
-    set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
-               grad_stride, workspace, workspace_bytes, stream);
-    c.lse = lse;
-    c.grad_loss = grad_loss;
-    duet::run(to_device(device), c);
-  });
+  return duet_shard_cross_entropy_backward(device, dtype, rows, cols, logits, logits_stride, target_type, target,
+                                           target_stride, 0, 0, options, lse, grad_loss, grad, grad_stride, workspace,
+                                           workspace_bytes, stream);
 }
 duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                                int64_t x_stride, duet_index_t target_type, const void* target, int64_t target_stride,
