@@ -269,6 +269,102 @@ static void copy_kernel_calls(void) {
   }
 }
 
+/* The vocabulary-parallel halves over shard [4, 12) of 12 classes: NULL,
+ * misaligned and overlapping pointers, a vocabulary the shard does not fit
+ * in and out-of-range targets are refused with a message and write
+ * nothing; valid calls give the float64 answers. */
+static void vocab_parallel(void) {
+  enum { R = 4, C = 8, S = 4 * R + C * R }; /* stats with room for x's layout over it */
+  _Alignas(16) float x[R * C], stats[S], y[R * C], grad[R * C], lse[R];
+  int64_t t[R] = {0, 11, -100, 5}; /* row 0's class is another shard's; 11 and 5 are columns 7 and 1 */
+  int64_t bad_t[R] = {0, 12, -100, 5};
+  const float one = 1.0f;
+  for (int i = 0; i < R * C; ++i) {
+    x[i] = (float)((i * 7) % 11) / 4.0f - 1.0f;
+    y[i] = grad[i] = POISON;
+  }
+  for (int i = 0; i < S; ++i) stats[i] = POISON;
+  for (int r = 0; r < R; ++r) lse[r] = 3.0f;
+  duet_status_t s;
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -100, 4, 12, NULL, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("stats is a null"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -100, 4, 12, stats + 1, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("16-byte aligned"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -100, 4, 11, stats, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("smaller than the shard's end"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -100, -1, 12, stats, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("vocab_start"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, bad_t, 1, -100, 4, 12, stats, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("target 12 of row 1"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, (duet_index_t)-3, t, 1, -100, 4, 12, stats, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("index type"), "%d %s", s, duet_last_error());
+  s = duet_shard_stats(kHost, DUET_F32, R, C, stats, C, DUET_INDEX_I64, t, 1, -100, 4, 12, stats, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("x and stats overlap"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(stats, S), "a refused duet_shard_stats wrote its statistics");
+
+  /* vocab 0: vocab_start + cols, 12 here. */
+  s = duet_shard_stats(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -100, 4, 0, stats, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  const int column[R] = {-1, 7, -1, 1};
+  for (int r = 0; r < R; ++r) {
+    const float* row = x + r * C;
+    double m = -INFINITY, se = 0.0, sum = 0.0;
+    for (int j = 0; j < C; ++j) m = row[j] > m ? row[j] : m;
+    for (int j = 0; j < C; ++j) {
+      se += exp((double)row[j] - m);
+      sum += row[j];
+    }
+    const double xt = column[r] < 0 ? 0.0 : row[column[r]];
+    const float* got = stats + 4 * r;
+    EXPECT(got[0] == (float)m && fabs(got[1] - se) <= 1e-6 * se && got[2] == (float)xt && fabs(got[3] - sum) <= 1e-6,
+           "row %d: {%g, %g, %g, %g}, want {%g, %g, %g, %g}", r, got[0], got[1], got[2], got[3], m, se, xt, sum);
+    lse[r] = (float)(m + log(se)); /* this shard's alone, as if it were the whole row */
+  }
+
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, 0, y, C, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse is a null"), "%d %s", s, duet_last_error());
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, y + 8, 0, y, C, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse and y overlap"), "%d %s", s, duet_last_error());
+  s = duet_shard_softmax(kHost, DUET_F32, R - 1, C, y + 1, C, lse, 0, y, C, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, lse, 0, (char*)y + 2, C, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("y is not aligned"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(y, R * C), "a refused duet_shard_softmax wrote y");
+  /* In place: the rows' softmax, each summing to 1. */
+  memcpy(y, x, sizeof x);
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, y, C, lse, 0, y, C, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  for (int r = 0; r < R; ++r) {
+    double total = 0.0;
+    for (int j = 0; j < C; ++j) total += y[r * C + j];
+    EXPECT(fabs(total - 1.0) < 1e-5, "row %d of the in-place softmax sums to %g", r, total);
+  }
+
+  duet_cross_entropy_options_t sum = {-100, 0.0f, 0.0f, DUET_REDUCTION_SUM};
+  s = duet_shard_cross_entropy_backward(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, 4, 11, &sum, lse, &one,
+                                        grad, C, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("smaller than the shard's end"), "%d %s", s, duet_last_error());
+  s = duet_shard_cross_entropy_backward(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, -2, 12, &sum, lse, &one,
+                                        grad, C, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("vocab_start"), "%d %s", s, duet_last_error());
+  s = duet_shard_cross_entropy_backward(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, bad_t, 1, 4, 12, &sum, lse,
+                                        &one, grad, C, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("target 12 of row 1"), "%d %s", s, duet_last_error());
+  s = duet_shard_cross_entropy_backward(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, 4, 12, &sum, lse, &one,
+                                        NULL, C, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("grad is a null"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(grad, R * C), "a refused duet_shard_cross_entropy_backward wrote grad");
+  /* The one-hot term only where the shard holds the target; 0 for row 2 (ignored). */
+  s = duet_shard_cross_entropy_backward(kHost, DUET_F32, R, C, x, C, DUET_INDEX_I64, t, 1, 4, 12, &sum, lse, &one,
+                                        grad, C, NULL, 0, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) {
+      const double want = r == 2 ? 0.0 : exp((double)x[r * C + j] - lse[r]) - (j == column[r] ? 1.0 : 0.0);
+      EXPECT(fabs(grad[r * C + j] - want) <= 1e-6, "grad row %d col %d: %g, want %g", r, j, grad[r * C + j], want);
+    }
+}
+
 int main(void) {
   misaligned_elements();
   out_of_range_codes();
@@ -277,6 +373,7 @@ int main(void) {
   impossible_sizes();
   fused_operations();
   copy_kernel_calls();
+  vocab_parallel();
   printf("c_abi_hostile: %d failed\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }

@@ -1,10 +1,12 @@
 // What the fused operations' differential tests share: the devices they run
-// on, device copies of host data, poisoned outputs and strided matrices.
+// on, device copies of host data, poisoned outputs, strided matrices and
+// targets.
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "duet/cross_entropy.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
 #include "duet/reference.hpp"
@@ -70,6 +73,40 @@ inline bool gaps_hold(const std::vector<std::uint8_t>& bytes, std::int64_t rows,
     for (std::size_t b = std::size_t(r * stride + cols) * elem; b < std::size_t((r + 1) * stride) * elem; ++b)
       if (bytes[b] != gap) return false;
   return true;
+}
+
+// Targets in their index type at their stride, gaps filled with junk.
+inline std::vector<std::uint8_t> target_bytes(const std::vector<std::int64_t>& t, IndexType type, std::int64_t stride) {
+  const std::size_t size = type == IndexType::i32 ? 4 : 8;
+  std::vector<std::uint8_t> out(t.empty() ? 0 : ((t.size() - 1) * std::size_t(stride) + 1) * size, 0x77);
+  for (std::size_t r = 0; r < t.size(); ++r) {
+    if (type == IndexType::i32) {
+      const std::int32_t v = static_cast<std::int32_t>(t[r]);
+      std::memcpy(out.data() + r * std::size_t(stride) * size, &v, 4);
+    } else {
+      std::memcpy(out.data() + r * std::size_t(stride) * size, &t[r], 8);
+    }
+  }
+  return out;
+}
+
+// Magnitude of a cross-entropy row's loss terms before they cancel (x
+// dense, rows x cols): a float32 loss can only be as close as eps times this.
+inline double loss_scale(const std::vector<float>& x, std::int64_t cols, std::int64_t r, std::int64_t t,
+                         double lse, const CrossEntropyOptions& o) {
+  double mean_abs = 0.0;
+  for (std::int64_t j = 0; j < cols; ++j) mean_abs += std::abs(double(x[std::size_t(r * cols + j)]));
+  mean_abs /= double(cols);
+  return std::abs(lse) + std::abs(double(x[std::size_t(r * cols + t)])) + o.label_smoothing * mean_abs +
+         o.z_loss * lse * lse;
+}
+
+// The same for a gradient row: |g| (max_j p_j |1 + 2 z lse| + 1 + eps / V).
+inline double grad_scale(const std::vector<float>& x, std::int64_t cols, std::int64_t r, double lse, double g,
+                         const CrossEntropyOptions& o) {
+  double p = 0.0;
+  for (std::int64_t j = 0; j < cols; ++j) p = std::max(p, std::exp(double(x[std::size_t(r * cols + j)]) - lse));
+  return std::abs(g) * (p * std::abs(1.0 + 2.0 * o.z_loss * lse) + 1.0 + o.label_smoothing / double(cols));
 }
 
 // Host bytes on a device and back.

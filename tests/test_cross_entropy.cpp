@@ -35,40 +35,6 @@ struct Case {
   bool extreme = false;
 };
 
-// Targets in their index type at their stride, gaps filled with junk.
-std::vector<std::uint8_t> target_bytes(const std::vector<std::int64_t>& t, IndexType type, std::int64_t stride) {
-  const std::size_t size = type == IndexType::i32 ? 4 : 8;
-  std::vector<std::uint8_t> out(t.empty() ? 0 : ((t.size() - 1) * std::size_t(stride) + 1) * size, 0x77);
-  for (std::size_t r = 0; r < t.size(); ++r) {
-    if (type == IndexType::i32) {
-      const std::int32_t v = static_cast<std::int32_t>(t[r]);
-      std::memcpy(out.data() + r * std::size_t(stride) * size, &v, 4);
-    } else {
-      std::memcpy(out.data() + r * std::size_t(stride) * size, &t[r], 8);
-    }
-  }
-  return out;
-}
-
-// Magnitude of a row's loss terms before they cancel: a float32 loss can
-// only be as close as eps times this.
-double loss_scale(const std::vector<float>& x, std::int64_t cols, std::int64_t r, std::int64_t t, double lse,
-                  const CrossEntropyOptions& o) {
-  double mean_abs = 0.0;
-  for (std::int64_t j = 0; j < cols; ++j) mean_abs += std::abs(double(x[std::size_t(r * cols + j)]));
-  mean_abs /= double(cols);
-  return std::abs(lse) + std::abs(double(x[std::size_t(r * cols + t)])) + o.label_smoothing * mean_abs +
-         o.z_loss * lse * lse;
-}
-
-// The same for a gradient row: |g| (max_j p_j |1 + 2 z lse| + 1 + eps / V).
-double grad_scale(const std::vector<float>& x, std::int64_t cols, std::int64_t r, double lse, double g,
-                  const CrossEntropyOptions& o) {
-  double p = 0.0;
-  for (std::int64_t j = 0; j < cols; ++j) p = std::max(p, std::exp(double(x[std::size_t(r * cols + j)]) - lse));
-  return std::abs(g) * (p * std::abs(1.0 + 2.0 * o.z_loss * lse) + 1.0 + o.label_smoothing / double(cols));
-}
-
 void run_case(const Device& dev, DType dtype, const Case& c) {
   const std::int64_t rows = c.rows, cols = c.cols;
   const CrossEntropyOptions& o = c.options;

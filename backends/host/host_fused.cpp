@@ -1,7 +1,8 @@
 // The host backend's fused row operations (kernels/fused_args.hpp): scaled,
 // masked softmax forward and backward, cross-entropy forward and backward,
-// in float32 arithmetic over f32/f16/bf16 storage, rows in parallel on the
-// backend's thread pool.
+// the vocabulary-parallel halves (a shard's statistics, its softmax from the
+// whole rows' lse), in float32 arithmetic over f32/f16/bf16 storage, rows in
+// parallel on the backend's thread pool.
 //
 // A row is walked in chunks of kChunk elements: each chunk is converted to
 // float32 (scaled and masked) into a buffer on the stack, then reduced while
@@ -141,6 +142,33 @@ void store(const float* v, std::int64_t n, S* p) {
   for (std::int64_t k = 0; k < n; ++k) p[k] = from_float<S>(v[k]);
 }
 
+// A row's first pass: its online (max, sum of exp), and sum x added to
+// *sum_x when sum_x is set (each chunk summed before absorb overwrites it).
+template <class S>
+Online row_online(const S* x, std::int64_t cols, double* sum_x, float* v) {
+  Online o;
+  for (std::int64_t c = 0; c < cols; c += kChunk) {
+    const std::int64_t n = std::min(kChunk, cols - c);
+    load(x + c, n, v);
+    if (sum_x != nullptr) *sum_x += chunk_sum(v, n);
+    absorb(o, v, n);
+  }
+  return o;
+}
+
+// Writes a row of f(x) a chunk at a time: f(v, n, c) rewrites the n values
+// of the chunk that starts at column c. In place over x: each chunk is read
+// before it is written.
+template <class S, class F>
+void map_row(const S* x, S* out, std::int64_t cols, float* v, F&& f) {
+  for (std::int64_t c = 0; c < cols; c += kChunk) {
+    const std::int64_t n = std::min(kChunk, cols - c);
+    load(x + c, n, v);
+    f(v, n, c);
+    store(v, n, out + c);
+  }
+}
+
 template <class S>
 const S* row_of(const void* base, std::int64_t row, std::int64_t stride) {
   return static_cast<const S*>(base) + row * stride;
@@ -261,44 +289,51 @@ std::int64_t target_of(const FusedArgs& a, std::int64_t row) {
                                          : static_cast<const std::int64_t*>(a.target)[row * a.target_stride];
 }
 
-// Every row's target, read before anything is written: an out-of-range one
-// (not ignore_index) throws invalid_argument naming the row. Ignored rows
-// hold -1; `counted` is the rows not ignored.
-std::vector<std::int64_t> read_targets(const FusedArgs& a, std::int64_t* counted) {
-  std::vector<std::int64_t> t(static_cast<std::size_t>(a.rows));
+// Every row's target, a class of the whole vocabulary (fused_vocab), read
+// before anything is written: an out-of-range one (not ignore_index) throws
+// invalid_argument naming `op` and the row. Ignored rows, and every row
+// when there are no targets, hold -1; `counted` (if not null) receives the
+// rows not ignored.
+std::vector<std::int64_t> read_targets(const FusedArgs& a, const char* op, std::int64_t* counted) {
+  std::vector<std::int64_t> t(static_cast<std::size_t>(a.rows), -1);
+  if (counted != nullptr) *counted = 0;
+  if (a.target == nullptr) return t;
+  const std::int64_t vocab = fused_vocab(a);
   std::int64_t n = 0;
   for (std::int64_t r = 0; r < a.rows; ++r) {
     const std::int64_t v = target_of(a, r);
-    if (v == a.ignore_index) {
-      t[std::size_t(r)] = -1;
-      continue;
-    }
-    if (v < 0 || v >= a.cols)
-      throw Error(Status::invalid_argument, "cross_entropy: target " + std::to_string(v) + " of row " +
-                                                std::to_string(r) + " is outside [0, " + std::to_string(a.cols) +
+    if (v == a.ignore_index) continue;
+    if (v < 0 || v >= vocab)
+      throw Error(Status::invalid_argument, std::string(op) + ": target " + std::to_string(v) + " of row " +
+                                                std::to_string(r) + " is outside [0, " + std::to_string(vocab) +
                                                 ") and is not ignore_index " + std::to_string(a.ignore_index));
     t[std::size_t(r)] = v;
     ++n;
   }
-  *counted = n;
+  if (counted != nullptr) *counted = n;
   return t;
 }
 
+// The column of target `t` (from read_targets) in this shard of the
+// vocabulary, or -1: an ignored row, or a class another shard holds.
+std::int64_t shard_column(const FusedArgs& a, std::int64_t t) {
+  const std::int64_t c = t - a.vocab_start;
+  return t >= 0 && c >= 0 && c < a.cols ? c : -1;
+}
+
 // Writes a row's gradient, g * (p_j * c1 - eps / V) with p_j = exp(x_j - m)
-// * inv, then the target's element, g * (p_t * c1 - (1 - eps) - eps / V),
-// from `target_value` (computed by the caller in double, where p_t * c1 and
-// 1 - eps cancel). In place over the logits: each chunk is read first.
+// * inv, then the target's element (column `target`; -1: none in this
+// shard), g * (p_t * c1 - (1 - eps) - eps / V), from `target_value`
+// (computed by the caller in double, where p_t * c1 and 1 - eps cancel). In
+// place over the logits: each chunk is read first.
 template <class S>
 void write_gradient(const S* x, S* out, std::int64_t cols, float m, float inv, float g, float c1, float smooth,
                     std::int64_t target, float target_value, float* v) {
   const float gc = g * c1 * inv, gs = g * smooth;
-  for (std::int64_t c = 0; c < cols; c += kChunk) {
-    const std::int64_t n = std::min(kChunk, cols - c);
-    load(x + c, n, v);
-    for (std::int64_t k = 0; k < n; ++k) v[k] = gc * fast_exp(v[k] - m) - gs;
-    if (target >= c && target < c + n) v[target - c] = target_value;
-    store(v, n, out + c);
-  }
+  map_row(x, out, cols, v, [gc, gs, m, target, target_value](float* w, std::int64_t n, std::int64_t c) {
+    for (std::int64_t k = 0; k < n; ++k) w[k] = gc * fast_exp(w[k] - m) - gs;
+    if (target >= c && target < c + n) w[target - c] = target_value;
+  });
 }
 
 template <class S>
@@ -310,8 +345,8 @@ void zero_row(S* out, std::int64_t cols) {
 template <class S>
 void cross_entropy(const FusedArgs& a) {
   std::int64_t counted = 0;
-  const std::vector<std::int64_t> targets = read_targets(a, &counted);
-  const double eps = a.label_smoothing, z = a.z_loss, cols = double(a.cols);
+  const std::vector<std::int64_t> targets = read_targets(a, "cross_entropy", &counted);
+  const double eps = a.label_smoothing, z = a.z_loss, vocab = double(fused_vocab(a));
   const bool none = a.reduction == Reduction::none;
   // The upstream gradient of every row's loss, for the gradient written in
   // the forward: 1, or 1 / counted for the mean.
@@ -324,14 +359,8 @@ void cross_entropy(const FusedArgs& a) {
     for (std::int64_t r = begin; r < end; ++r) {
       const S* x = row_of<S>(a.x, r, a.x_stride);
       const std::int64_t t = targets[std::size_t(r)];
-      Online o;
       double sum_x = 0.0;
-      for (std::int64_t c = 0; c < a.cols; c += kChunk) {
-        const std::int64_t n = std::min(kChunk, a.cols - c);
-        load(x + c, n, v);
-        if (eps != 0.0) sum_x += chunk_sum(v, n);
-        absorb(o, v, n);
-      }
+      const Online o = row_online(x, a.cols, eps != 0.0 ? &sum_x : nullptr, v);
       // lse = max + log(sum): -inf for a row of -inf, NaN with a NaN or +inf.
       const double lse = o.nan ? double(kNaN) : o.max == -kInf ? -double(kInf) : double(o.max) + std::log(o.sum);
       if (a.lse != nullptr) a.lse[r] = float(lse);
@@ -341,15 +370,15 @@ void cross_entropy(const FusedArgs& a) {
         continue;
       }
       const double xt = double(to_float(x[t]));
-      row_loss[r] = float(lse - (1.0 - eps) * xt - (eps / cols) * sum_x + z * lse * lse);
+      row_loss[r] = float(lse - (1.0 - eps) * xt - (eps / vocab) * sum_x + z * lse * lse);
       if (a.out == nullptr) continue;
       // p_j = exp(x_j - max) / sum; the target's element in double:
       // g * ((e_t * c1 - (1 - eps) * sum) / sum - eps / V).
       const double c1 = 1.0 + 2.0 * z * lse;
       const double e_t = std::exp(xt - double(o.max));
-      const double target_value = g * ((e_t * c1 - (1.0 - eps) * o.sum) / o.sum - eps / cols);
+      const double target_value = g * ((e_t * c1 - (1.0 - eps) * o.sum) / o.sum - eps / vocab);
       write_gradient(x, row_of<S>(a.out, r, a.out_stride), a.cols, o.max, float(1.0 / o.sum), float(g), float(c1),
-                     float(eps / cols), t, float(target_value), v);
+                     float(eps / vocab), t, float(target_value), v);
     }
   });
   if (a.invalid_targets != nullptr) *a.invalid_targets = 0;
@@ -360,11 +389,13 @@ void cross_entropy(const FusedArgs& a) {
   a.loss[0] = a.reduction == Reduction::mean ? float(total / double(counted)) : float(total);
 }
 
+// Over a shard of the vocabulary as over a whole row: the target's column
+// only where the shard holds it, label smoothing over the whole vocabulary.
 template <class S>
 void cross_entropy_backward(const FusedArgs& a) {
   std::int64_t counted = 0;
-  const std::vector<std::int64_t> targets = read_targets(a, &counted);
-  const double eps = a.label_smoothing, z = a.z_loss, cols = double(a.cols);
+  const std::vector<std::int64_t> targets = read_targets(a, "cross_entropy_backward", &counted);
+  const double eps = a.label_smoothing, z = a.z_loss, vocab = double(fused_vocab(a));
   const int elem = a.dtype == DType::f32 ? 4 : 2;
   for_rows(a.rows, a.cols * elem * 2, [&](std::int64_t begin, std::int64_t end) {
     alignas(64) float v[kChunk];
@@ -381,13 +412,58 @@ void cross_entropy_backward(const FusedArgs& a) {
       const S* x = row_of<S>(a.x, r, a.x_stride);
       const double lse = a.lse[r];
       const double c1 = 1.0 + 2.0 * z * lse;
-      const double p_t = std::exp(double(to_float(x[t])) - lse);
-      const double target_value = g * (p_t * c1 - (1.0 - eps) - eps / cols);
+      const std::int64_t col = shard_column(a, t);
+      const double p_t = col >= 0 ? std::exp(double(to_float(x[col])) - lse) : 0.0;
+      const double target_value = g * (p_t * c1 - (1.0 - eps) - eps / vocab);
       // p_j = exp(x_j - lse): the max is lse and the inverse sum 1.
-      write_gradient(x, out, a.cols, float(lse), 1.0f, float(g), float(c1), float(eps / cols), t,
+      write_gradient(x, out, a.cols, float(lse), 1.0f, float(g), float(c1), float(eps / vocab), col,
                      float(target_value), v);
     }
   });
+}
+
+// ------------------------------------------------------------- vocabulary-parallel halves
+
+// Per row of the shard {max, sum exp(x - max), x[t - vocab_start] or 0,
+// sum x}. A row of -inf gives -inf and 0 (it adds nothing to the combine);
+// a NaN, or a +inf (inf - inf), makes max and sum_exp NaN, so that every
+// combine of the row's shards gives a NaN lse, as cross_entropy's.
+template <class S>
+void shard_stats(const FusedArgs& a) {
+  const std::vector<std::int64_t> targets = read_targets(a, "shard_stats", nullptr);
+  for_rows(a.rows, a.cols * std::int64_t(sizeof(S)), [&](std::int64_t begin, std::int64_t end) {
+    alignas(64) float v[kChunk];
+    for (std::int64_t r = begin; r < end; ++r) {
+      const S* x = row_of<S>(a.x, r, a.x_stride);
+      double sum_x = 0.0;
+      const Online o = row_online(x, a.cols, &sum_x, v);
+      const std::int64_t col = shard_column(a, targets[std::size_t(r)]);
+      float* stats = a.stats + 4 * r;
+      stats[0] = o.nan ? kNaN : o.max;
+      stats[1] = o.nan ? kNaN : float(o.sum);
+      stats[2] = col >= 0 ? to_float(x[col]) : 0.0f;
+      stats[3] = float(sum_x);
+    }
+  });
+}
+
+// y = exp(x - lse), or x - lse, from the whole rows' lse.
+template <class S>
+void shard_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
+  alignas(64) float v[kChunk];
+  for (std::int64_t r = begin; r < end; ++r) {
+    const S* x = row_of<S>(a.x, r, a.x_stride);
+    S* y = row_of<S>(a.out, r, a.out_stride);
+    const float lse = a.lse[r];
+    if (a.log_softmax != 0)
+      map_row(x, y, a.cols, v, [lse](float* w, std::int64_t n, std::int64_t) {
+        for (std::int64_t k = 0; k < n; ++k) w[k] -= lse;
+      });
+    else
+      map_row(x, y, a.cols, v, [lse](float* w, std::int64_t n, std::int64_t) {
+        for (std::int64_t k = 0; k < n; ++k) w[k] = fast_exp(w[k] - lse);
+      });
+  }
 }
 
 }  // namespace
@@ -409,6 +485,10 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*)
                           [&](std::int64_t b, std::int64_t e) { masked_softmax_backward_rows<S>(args, b, e); });
         case FusedOp::cross_entropy: return cross_entropy<S>(args);
         case FusedOp::cross_entropy_backward: return cross_entropy_backward<S>(args);
+        case FusedOp::shard_stats: return shard_stats<S>(args);
+        case FusedOp::shard_softmax:
+          return for_rows(args.rows, row_bytes * 2,
+                          [&](std::int64_t b, std::int64_t e) { shard_softmax_rows<S>(args, b, e); });
       }
       throw Error(Status::invalid_argument, "unknown fused op code " + std::to_string(static_cast<int>(args.op)));
     });

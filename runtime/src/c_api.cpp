@@ -12,6 +12,7 @@
 #include "duet/cross_entropy.hpp"
 #include "duet/masked_softmax.hpp"
 #include "duet/softmax.hpp"
+#include "duet/vocab_parallel.hpp"
 
 namespace {
 
@@ -294,18 +295,72 @@ duet_status_t duet_cross_entropy(duet_device_t device, duet_dtype_t dtype, int64
     duet::run(to_device(device), c);
   });
 }
+// The whole rows' backward: the backward over a shard that is all of them.
 duet_status_t duet_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                           const void* logits, int64_t logits_stride, duet_index_t target_type,
                                           const void* target, int64_t target_stride,
                                           const duet_cross_entropy_options_t* options, const float* lse,
                                           const float* grad_loss, void* grad, int64_t grad_stride, void* workspace,
                                           size_t workspace_bytes, void* stream) {
+  return duet_shard_cross_entropy_backward(device, dtype, rows, cols, logits, logits_stride, target_type, target,
+                                           target_stride, 0, 0, options, lse, grad_loss, grad, grad_stride, workspace,
+                                           workspace_bytes, stream);
+}
+duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                               int64_t x_stride, duet_index_t target_type, const void* target, int64_t target_stride,
+                               int64_t ignore_index, int64_t vocab_start, int64_t vocab, float* stats, void* stream) {
+  return guarded([&] {
+    duet::ShardStatsCall c;
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.x = x;
+    c.x_stride = x_stride;
+    c.target_type = to_index_type(target_type);
+    c.target = target;
+    c.target_stride = target_stride;
+    c.ignore_index = ignore_index;
+    c.vocab_start = vocab_start;
+    c.vocab = vocab;
+    // The layout is ShardRowStats'; its 16-byte alignment is checked before use.
+    c.stats = reinterpret_cast<duet::ShardRowStats*>(stats);
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
+                                 int64_t x_stride, const float* lse, int log_softmax, void* y, int64_t y_stride,
+                                 void* stream) {
+  return guarded([&] {
+    duet::ShardSoftmaxCall c;
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.x = x;
+    c.x_stride = x_stride;
+    c.lse = lse;
+    c.log_softmax = log_softmax != 0;
+    c.y = y;
+    c.y_stride = y_stride;
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t duet_shard_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
+                                                const void* logits, int64_t logits_stride, duet_index_t target_type,
+                                                const void* target, int64_t target_stride, int64_t vocab_start,
+                                                int64_t vocab, const duet_cross_entropy_options_t* options,
+                                                const float* lse, const float* grad_loss, void* grad,
+                                                int64_t grad_stride, void* workspace, size_t workspace_bytes,
+                                                void* stream) {
   return guarded([&] {
     duet::CrossEntropyBackwardCall c;
     set_common(c, dtype, rows, cols, logits, logits_stride, target_type, target, target_stride, options, grad,
                grad_stride, workspace, workspace_bytes, stream);
     c.lse = lse;
     c.grad_loss = grad_loss;
+    c.vocab_start = vocab_start;
+    c.vocab = vocab;
     duet::run(to_device(device), c);
   });
 }

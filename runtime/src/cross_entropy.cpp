@@ -35,6 +35,10 @@ struct Common {
   const CrossEntropyOptions& options;
   void* grad;
   std::int64_t grad_stride;
+  // The backward over a shard of the vocabulary (0 and 0 otherwise); vocab
+  // is resolved by validate (0 becomes vocab_start + cols).
+  std::int64_t vocab_start = 0;
+  std::int64_t vocab = 0;
 };
 
 // A vector of 4-byte elements of the call (loss, lse, grad_loss: float32;
@@ -47,18 +51,19 @@ struct Vector {
   const char* elem_name = "float32";
 };
 
-// Checks everything (`grad_required`: the backward's output); `vectors` are
-// the call's 4-byte vectors (absent ones null). Gives the tensors' layouts
-// for the workspace check; returns false for an empty call.
-bool validate(const Device& dev, const Common& c, bool grad_required, std::initializer_list<Vector> vectors,
+// Checks everything (`grad_required`: the backward's output) and resolves
+// c.vocab; `vectors` are the call's 4-byte vectors (absent ones null). Gives
+// the tensors' layouts for the workspace check; returns false for an empty
+// call.
+bool validate(const Device& dev, Common& c, bool grad_required, std::initializer_list<Vector> vectors,
               std::vector<Named>* layouts) {
   require(c.rows >= 0 && c.cols >= 0, bad, [&] {
     return "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols);
   });
   detail::check_dtype(c.dtype);
-  require(c.target_type == IndexType::i32 || c.target_type == IndexType::i64, bad,
-          [&] { return "unsupported target index type code " + std::to_string(static_cast<int>(c.target_type)); });
+  detail::check_index_type(c.target_type);
   check_reduction(c.options.reduction);
+  c.vocab = detail::check_vocab(c.vocab_start, c.vocab, c.cols);
   if (c.rows == 0) return false;
   require(c.cols >= 1, bad, [] { return std::string("cols (the vocabulary) must be >= 1 when rows > 0"); });
   detail::check_cols(c.cols);
@@ -68,17 +73,13 @@ bool validate(const Device& dev, const Common& c, bool grad_required, std::initi
   const float z = c.options.z_loss;
   require(z >= 0.0f && std::isfinite(z), bad,
           [&] { return "z_loss must be finite and >= 0, got " + std::to_string(z); });
-  require(c.target_stride >= 1, bad,
-          [&] { return "target_stride must be >= 1, got " + std::to_string(c.target_stride); });
 
   const int elem = dtype_size(c.dtype);
   const std::string elem_name = to_string(c.dtype);
   detail::check_pointer(c.logits, elem, "logits", elem_name.c_str());
   detail::check_stride(c.logits_stride, c.cols, "logits");
-  const int index_bytes = c.target_type == IndexType::i32 ? 4 : 8;
-  detail::check_pointer(c.target, index_bytes, "target", c.target_type == IndexType::i32 ? "int32" : "int64");
   const Layout logits = layout_of(c.logits, c.rows, c.cols, c.logits_stride, elem, "logits");
-  const Layout target = layout_of(c.target, c.rows, 1, c.target_stride, index_bytes, "target");
+  const Layout target = detail::check_targets(c.target, c.target_type, c.rows, c.target_stride);
   layouts->push_back({logits, "logits"});
   layouts->push_back({target, "target"});
   detail::check_apart(target, "target", logits, "logits", false);
@@ -136,26 +137,15 @@ FusedArgs common_args(const Common& c) {
   a.label_smoothing = c.options.label_smoothing;
   a.z_loss = c.options.z_loss;
   a.reduction = c.options.reduction;
+  a.vocab_start = c.vocab_start;
+  a.vocab = c.vocab;
   return a;
-}
-
-FusedShape shape_of(const FusedArgs& a) {
-  const int elem = dtype_size(a.dtype);
-  FusedShape s;
-  s.op = a.op;
-  s.dtype = a.dtype;
-  s.rows = a.rows;
-  s.cols = a.cols;
-  s.gradient = a.op == FusedOp::cross_entropy && a.out != nullptr;
-  s.vector_ok = detail::vector_aligned(a.x, a.x_stride * elem, a.cols * elem) &&
-                (a.out == nullptr || detail::vector_aligned(a.out, a.out_stride * elem, a.cols * elem));
-  return s;
 }
 
 // Launches with the caller's workspace (checked) or the per-stream cache's.
 void launch(const Device& dev, FusedArgs& a, const std::optional<Workspace>& workspace,
             const std::vector<Named>& layouts, void* stream) {
-  const FusedShape shape = shape_of(a);
+  const FusedShape shape = detail::fused_shape(a);
   if (!dev.is_gpu()) return detail::launch_fused(dev, a, shape, stream);
   const std::int64_t needed = cross_entropy_workspace_bytes(a.rows, a.reduction);
   detail::Workspaces::Lease cached;
@@ -181,7 +171,7 @@ std::size_t cross_entropy_workspace_size(const Device& dev, std::int64_t rows, R
 }
 
 void run(const Device& dev, const CrossEntropyCall& call) {
-  const Common c = common_of(call);
+  Common c = common_of(call);
   const std::int64_t loss_floats = call.options.reduction == Reduction::none ? call.rows : 1;
   std::vector<Named> layouts;
   if (!validate(dev, c, false,
@@ -199,7 +189,9 @@ void run(const Device& dev, const CrossEntropyCall& call) {
 }
 
 void run(const Device& dev, const CrossEntropyBackwardCall& call) {
-  const Common c = common_of(call);
+  Common c = common_of(call);
+  c.vocab_start = call.vocab_start;
+  c.vocab = call.vocab;
   const std::int64_t grad_loss_floats = call.options.reduction == Reduction::none ? call.rows : 1;
   std::vector<Named> layouts;
   if (!validate(dev, c, true, {{call.lse, call.rows, "lse", true}, {call.grad_loss, grad_loss_floats, "grad_loss", true}},

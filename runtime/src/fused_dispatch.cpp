@@ -40,6 +40,19 @@ bool vector_aligned(const void* p, std::int64_t stride_bytes, std::int64_t row_b
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && stride_bytes % 16 == 0 && row_bytes % 16 == 0;
 }
 
+FusedShape fused_shape(const FusedArgs& a) {
+  const int elem = dtype_size(a.dtype);
+  FusedShape s;
+  s.op = a.op;
+  s.dtype = a.dtype;
+  s.rows = a.rows;
+  s.cols = a.cols;
+  s.gradient = a.op == FusedOp::cross_entropy && a.out != nullptr;
+  s.vector_ok = vector_aligned(a.x, a.x_stride * elem, a.cols * elem) &&
+                (a.out == nullptr || vector_aligned(a.out, a.out_stride * elem, a.cols * elem));
+  return s;
+}
+
 void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream) {
   const FusedLaunch launch = dev.is_gpu() ? cached_fused_launch(dev, shape) : FusedLaunch{};
   backend(dev.backend()).launch_fused(dev.ordinal(), args, launch, stream);

@@ -15,6 +15,11 @@ namespace duet::detail {
 // absent tensor) and a zero stride (a broadcast) pass.
 bool vector_aligned(const void* p, std::int64_t stride_bytes, std::int64_t row_bytes);
 
+// The planner's view of a checked call that reads no mask (cross-entropy,
+// the vocabulary-parallel halves): vector_ok when x and out (if any) both
+// allow 16-byte accesses.
+FusedShape fused_shape(const FusedArgs& args);
+
 // `args` has been checked; `shape` describes it for the planner.
 void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream);
 

@@ -116,6 +116,35 @@ void check_cols(std::int64_t cols) {
   require(cols < (std::int64_t(1) << 31), bad, [&] { return "cols must be below 2^31, got " + std::to_string(cols); });
 }
 
+void check_index_type(IndexType type) {
+  require(type == IndexType::i32 || type == IndexType::i64, bad,
+          [&] { return "unsupported target index type code " + std::to_string(static_cast<int>(type)); });
+}
+
+Layout check_targets(const void* target, IndexType type, std::int64_t rows, std::int64_t stride) {
+  require(stride >= 1, bad, [&] { return "target_stride must be >= 1, got " + std::to_string(stride); });
+  const int index_bytes = type == IndexType::i32 ? 4 : 8;
+  check_pointer(target, index_bytes, "target", type == IndexType::i32 ? "int32" : "int64");
+  return layout_of(target, rows, 1, stride, index_bytes, "target");
+}
+
+std::int64_t check_vocab(std::int64_t vocab_start, std::int64_t vocab, std::int64_t cols) {
+  require(vocab_start >= 0, bad, [&] { return "vocab_start must be >= 0, got " + std::to_string(vocab_start); });
+  require(vocab >= 0, bad, [&] {
+    return "vocab must be >= 0 (0: vocab_start + cols), got " + std::to_string(vocab);
+  });
+  std::int64_t end = 0;
+  require(!__builtin_add_overflow(vocab_start, cols, &end), bad, [&] {
+    return "vocab_start " + std::to_string(vocab_start) + " + cols " + std::to_string(cols) + " overflows int64";
+  });
+  if (vocab == 0) return end;
+  require(vocab >= end, bad, [&] {
+    return "vocab " + std::to_string(vocab) + " is smaller than the shard's end, vocab_start " +
+           std::to_string(vocab_start) + " + cols " + std::to_string(cols) + " = " + std::to_string(end);
+  });
+  return vocab;
+}
+
 Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                           std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
                           const void* out, std::int64_t out_stride, const char* out_name) {

@@ -9,6 +9,7 @@
 
 #include "duet/device.hpp"
 #include "duet/softmax.hpp"
+#include "fused_args.hpp"
 #include "softmax_variants.hpp"
 
 namespace duet::detail {
@@ -59,6 +60,18 @@ void check_pointer(const void* p, int elem, const char* name, const char* elem_n
 void check_stride(std::int64_t stride, std::int64_t cols, const char* name);
 // Refuses cols of 2^31 or more (the kernels index a row with 32 bits).
 void check_cols(std::int64_t cols);
+// Refuses an unknown target index type code.
+void check_index_type(IndexType type);
+// One target a row (cross-entropy, shard statistics), `stride` elements
+// apart: refuses a stride below 1 and a pointer that is null or not aligned
+// to its int32 or int64 elements; returns the targets' layout.
+Layout check_targets(const void* target, IndexType type, std::int64_t rows, std::int64_t stride);
+// The classes a shard of the vocabulary belongs to (duet/vocab_parallel.hpp):
+// columns [vocab_start, vocab_start + cols) of `vocab` classes, vocab 0
+// meaning vocab_start + cols (the last shard, or a row not sharded).
+// Refuses vocab_start < 0, vocab < 0 and a vocab the shard does not fit in;
+// returns the resolved vocab.
+std::int64_t check_vocab(std::int64_t vocab_start, std::int64_t vocab, std::int64_t cols);
 
 // The matrices of a row operation (softmax, masked softmax): x, and dy for
 // a backward (null: none), read; out written. Each non-null, aligned to its

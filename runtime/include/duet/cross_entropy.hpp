@@ -88,9 +88,11 @@ struct CrossEntropyBackwardCall {
   const float* lse = nullptr;        // the forward's, rows floats
   const float* grad_loss = nullptr;  // rows floats for reduction none, else one
   // A shard of the vocabulary (duet/vocab_parallel.hpp): the logits are
-  // classes [vocab_start, vocab_start + cols) of `vocab` (0: cols, the whole
-  // row). Targets are classes of the whole row; one outside this shard adds
-  // no one-hot term here; label smoothing divides by vocab.
+  // classes [vocab_start, vocab_start + cols) of `vocab` (0: vocab_start +
+  // cols, so with vocab_start 0 the whole row). Targets are classes of the
+  // whole row: one in [0, vocab) outside this shard adds no one-hot term
+  // here, one outside [0, vocab) other than ignore_index is invalid (as
+  // above); label smoothing divides by vocab.
   std::int64_t vocab_start = 0;
   std::int64_t vocab = 0;
   void* grad = nullptr;              // may be the logits (same pointer and stride)
