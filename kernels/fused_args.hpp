@@ -20,7 +20,7 @@ enum class FusedOp : int {
   // Vocabulary-parallel halves (duet/vocab_parallel.hpp): x is one shard of
   // every row's vocabulary, columns [vocab_start, vocab_start + cols).
   shard_stats = 4,    // stats = per row {max, sum exp(x - max), x[t - vocab_start] or 0, sum x}
-  shard_softmax = 5,  // out = exp(x - lse), or x - lse with log_softmax, from the global lse
+  shard_softmax = 5,  // out = exp(x - lse), or x - lse with log_softmax (x - row_max where given)
 };
 
 enum class MaskKind : int {
@@ -82,6 +82,7 @@ struct FusedArgs {
   std::int64_t vocab = 0;
   float* stats = nullptr;  // shard_stats: 4 floats a row, 16-byte aligned
   int log_softmax = 0;     // shard_softmax: 1 writes x - lse
+  const float* row_max = nullptr;  // shard_softmax, optional: lse is then log S of x - row_max
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
 };
 

@@ -321,18 +321,18 @@ static void vocab_parallel(void) {
     lse[r] = (float)(m + log(se)); /* this shard's alone, as if it were the whole row */
   }
 
-  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, 0, y, C, NULL);
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, NULL, 0, y, C, NULL);
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse is a null"), "%d %s", s, duet_last_error());
-  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, y + 8, 0, y, C, NULL);
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, y + 8, 0, y, C, NULL);
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse and y overlap"), "%d %s", s, duet_last_error());
-  s = duet_shard_softmax(kHost, DUET_F32, R - 1, C, y + 1, C, lse, 0, y, C, NULL);
+  s = duet_shard_softmax(kHost, DUET_F32, R - 1, C, y + 1, C, NULL, lse, 0, y, C, NULL);
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
-  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, lse, 0, (char*)y + 2, C, NULL);
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, lse, 0, (char*)y + 2, C, NULL);
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("y is not aligned"), "%d %s", s, duet_last_error());
   EXPECT(all_poison(y, R * C), "a refused duet_shard_softmax wrote y");
   /* In place: the rows' softmax, each summing to 1. */
   memcpy(y, x, sizeof x);
-  s = duet_shard_softmax(kHost, DUET_F32, R, C, y, C, lse, 0, y, C, NULL);
+  s = duet_shard_softmax(kHost, DUET_F32, R, C, y, C, NULL, lse, 0, y, C, NULL);
   EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
   for (int r = 0; r < R; ++r) {
     double total = 0.0;

@@ -95,6 +95,7 @@ std::vector<float> column(const std::vector<float>& stats, int k) {
 // and the sums add. A NaN in any shard's max or sum makes the row's lse NaN.
 struct Combined {
   std::vector<double> lse, target_logit, sum;
+  std::vector<double> max, log_sum;  // lse split as M and log S
 };
 Combined combine(const std::vector<std::vector<float>>& stats, std::int64_t rows) {
   Combined out;
@@ -114,6 +115,8 @@ Combined combine(const std::vector<std::vector<float>>& stats, std::int64_t rows
       if (row[0] != -kInf) total += double(row[1]) * std::exp(double(row[0]) - m);
     }
     out.lse.push_back(nan ? kNaND : m == -kInfD ? -kInfD : m + std::log(total));
+    out.max.push_back(nan ? kNaND : m);
+    out.log_sum.push_back(nan ? kNaND : std::log(total));
     out.target_logit.push_back(xt);
     out.sum.push_back(sum);
   }
@@ -308,7 +311,13 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
   }
   DeviceCopy dlse(dev, lse_f);
 
-  // 3. Each shard's softmax and log_softmax from the combined lse.
+  // 3. Each shard's softmax and log_softmax from the combined lse, and from
+  // its split form (M, log S), which keeps log_softmax exact near the max:
+  // there the float64 reference's tolerance tightens to float32's rounding.
+  const std::vector<float> max_f(all.max.begin(), all.max.end());
+  const std::vector<float> log_sum_f(all.log_sum.begin(), all.log_sum.end());
+  DeviceCopy dmax(dev, max_f), dlog_sum(dev, log_sum_f);
+  for (const bool split : {false, true})
   for (bool log_softmax : {false, true}) {
     const auto got = on_shards(dev, dtype, c, shards, rows, [&](std::size_t k, void* sx, void* y, std::int64_t stride) {
       ShardSoftmaxCall call;
@@ -317,7 +326,8 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
       call.cols = shards[k].width;
       call.x = sx;
       call.x_stride = shards[k].stride;
-      call.lse = static_cast<const float*>(dlse.data());
+      call.lse = static_cast<const float*>(split ? dlog_sum.data() : dlse.data());
+      call.max = split ? static_cast<const float*>(dmax.data()) : nullptr;
       call.log_softmax = log_softmax;
       call.y = y;
       call.y_stride = stride;
@@ -327,8 +337,24 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     const auto check = reference::compare(got, want_y, rows, vocab, reference::default_tolerance(dtype), nullptr,
                                           reference::default_abs_floor(dtype));
     const char* what = log_softmax ? "log_softmax: " : "softmax: ";
-    INFO(what, check.first_failure);
+    INFO(what, split ? "(from M, log S) " : "(from lse) ", check.first_failure);
     CHECK(check.ok);
+    if (split && log_softmax && dtype == DType::f32 && !c.extreme) {
+      // Each value within a few float32 roundings of itself (x - M, log S
+      // and the difference each round once), not of the row's scale; plus
+      // float32's epsilon, the error of log S where S is about 1.
+      std::int64_t worse = 0;
+      std::string first;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double w = want_y[i];
+        if (!std::isfinite(w)) continue;
+        if (std::abs(double(got[i]) - w) > 4e-7 * std::abs(w) + 2.4e-7) {
+          if (worse++ == 0) first = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(w);
+        }
+      }
+      INFO("log_softmax from (M, log S), elementwise: ", worse, " elements off, first ", first);
+      CHECK(worse == 0);
+    }
   }
 
   // 4. Each shard's cross-entropy gradient from the combined lse.

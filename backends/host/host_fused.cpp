@@ -447,21 +447,23 @@ void shard_stats(const FusedArgs& a) {
   });
 }
 
-// y = exp(x - lse), or x - lse, from the whole rows' lse.
+// y = exp(x - lse), or x - lse, from the whole rows' lse; with row_max,
+// exp((x - max) - lse) or (x - max) - lse (lse = log S of x - max).
 template <class S>
 void shard_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
   alignas(64) float v[kChunk];
   for (std::int64_t r = begin; r < end; ++r) {
     const S* x = row_of<S>(a.x, r, a.x_stride);
     S* y = row_of<S>(a.out, r, a.out_stride);
+    const float m = a.row_max != nullptr ? a.row_max[r] : 0.0f;
     const float lse = a.lse[r];
     if (a.log_softmax != 0)
-      map_row(x, y, a.cols, v, [lse](float* w, std::int64_t n, std::int64_t) {
-        for (std::int64_t k = 0; k < n; ++k) w[k] -= lse;
+      map_row(x, y, a.cols, v, [m, lse](float* w, std::int64_t n, std::int64_t) {
+        for (std::int64_t k = 0; k < n; ++k) w[k] = (w[k] - m) - lse;
       });
     else
-      map_row(x, y, a.cols, v, [lse](float* w, std::int64_t n, std::int64_t) {
-        for (std::int64_t k = 0; k < n; ++k) w[k] = fast_exp(w[k] - lse);
+      map_row(x, y, a.cols, v, [m, lse](float* w, std::int64_t n, std::int64_t) {
+        for (std::int64_t k = 0; k < n; ++k) w[k] = fast_exp((w[k] - m) - lse);
       });
   }
 }

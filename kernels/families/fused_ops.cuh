@@ -427,7 +427,8 @@ struct ShardStatsOp {
   }
 };
 
-// A shard's softmax or log_softmax from the whole row's lse: elementwise.
+// A shard's softmax or log_softmax from the whole row's lse (or its max
+// and log S): elementwise.
 template <class T, int PACK>
 struct ShardSoftmaxOp {
   static constexpr bool kSoftmax = false;
@@ -438,16 +439,17 @@ struct ShardSoftmaxOp {
     V x;
   };
   struct Final {
-    float lse;
+    float m, lse;
   };
   const V* x;
   V* out;
-  float lse;
+  float m, lse;
   int log;
 
   __device__ __forceinline__ ShardSoftmaxOp(const FusedArgs& a, std::int64_t row)
       : x(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
         out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+        m(a.row_max != nullptr ? a.row_max[row] : 0.0f),
         lse(a.lse[row]),
         log(a.log_softmax) {}
 
@@ -456,12 +458,12 @@ struct ShardSoftmaxOp {
     it.x = load_hinted<H>(x + p);
   }
   __device__ __forceinline__ void accumulate(RowAcc&, const Item&, std::int64_t) const {}
-  __device__ __forceinline__ Final finish(const RowAcc&) const { return {lse}; }
+  __device__ __forceinline__ Final finish(const RowAcc&) const { return {m, lse}; }
   __device__ __forceinline__ bool writes() const { return true; }
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
     const V o = make_pack<T, V>([&](int e) {
-      const float v = element<T>(it.x, e);
-      return log ? v - f.lse : exp_shifted(v, f.lse);
+      const float v = (element<T>(it.x, e) - f.m) - f.lse;
+      return log ? v : exp_shifted(v, 0.0f);
     });
     store_pack(out + p, o, streaming);
   }

@@ -88,7 +88,7 @@ _OPTIONAL_SIGNATURES = {
                                      ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp], _i32),
     # The vocabulary-parallel halves (duet/vocab_parallel.hpp).
     "duet_shard_stats": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64, _i64, _vp, _vp], _i32),
-    "duet_shard_softmax": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _i32, _vp, _i64, _vp], _i32),
+    "duet_shard_softmax": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _vp, _i32, _vp, _i64, _vp], _i32),
     "duet_shard_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64,
                                            ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp],
                                           _i32),

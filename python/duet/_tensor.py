@@ -510,9 +510,10 @@ def launch_shard_stats(x, target, ignore_index, vocab_start, vocab, stats, fn):
     return stats
 
 
-def launch_shard_softmax(x, lse, log, y, fn):
+def launch_shard_softmax(x, row_max, lse, log, y, fn):
     """y (x's shape and dtype; may be x) = exp(x - lse) or x - lse over the
-    shard x, lse the whole rows' (float32 [rows])."""
+    shard x, lse the whole rows' (float32 [rows]); with row_max (float32
+    [rows] or None), exp((x - max) - lse) or (x - max) - lse, lse = log S."""
     if y.numel() == 0:
         return y
     xm = _as_2d(x)
@@ -521,8 +522,10 @@ def launch_shard_softmax(x, lse, log, y, fn):
     dev = duet_device(xm, fn)
     index = xm.get_device()
     lse = lse.contiguous()
+    row_max = None if row_max is None else row_max.contiguous()
     _lib.check(_lib.fused("duet_shard_softmax")(
-        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm), lse.data_ptr(), int(log),
+        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm),
+        None if row_max is None else row_max.data_ptr(), lse.data_ptr(), int(log),
         ym.data_ptr(), _row_stride(ym), _stream(index)))
     return y
 

@@ -190,9 +190,10 @@ def _gather_stats(stats, world, group):
 
 
 def _combine(stats, world, group):
-    """Each row's lse over the whole vocabulary, and the sums of the ranks'
-    target logits and logit sums, from this rank's [rows, 4] statistics.
-    A shard whose row is all -inf (max -inf, sum 0) adds nothing."""
+    """Each row's max M and log S over the whole vocabulary (lse = M + log S),
+    and the sums of the ranks' target logits and logit sums, from this
+    rank's [rows, 4] statistics. A shard whose row is all -inf (max -inf,
+    sum 0) adds nothing."""
     if COMBINE == "allreduce":
         m = stats[:, 0].contiguous()
         dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
@@ -207,7 +208,7 @@ def _combine(stats, world, group):
         scaled = torch.where(ms == -math.inf, torch.zeros_like(ms), torch.exp(ms - m))
         s = (every[..., 1] * scaled).sum(0)
         target_logit, total = every[..., 2].sum(0), every[..., 3].sum(0)
-    return m + torch.log(s), target_logit, total
+    return m, torch.log(s), target_logit, total
 
 
 def _stats(x2, target, ignore_index, vocab_start, vocab, fn):
@@ -235,9 +236,9 @@ class _ShardSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, log, group, world, fn):
         x2 = T._as_2d(input)
-        lse, _, _ = _combine(_stats(x2, None, -100, 0, 0, fn), world, group)
+        m, log_s, _, _ = _combine(_stats(x2, None, -100, 0, 0, fn), world, group)
         y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-        T.launch_shard_softmax(x2, lse, log, T._view_2d(y), fn)
+        T.launch_shard_softmax(x2, m, log_s, log, T._view_2d(y), fn)
         ctx.save_for_backward(y)
         ctx.log, ctx.group = log, group
         return y
@@ -281,12 +282,15 @@ def log_softmax(input, group=None, *, validate=True):
 
 # ------------------------------------------------------------------ cross-entropy
 
-def _loss_of(lse, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss, vocab):
+def _loss_of(m, log_s, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss, vocab):
     """Each row's loss from the whole rows' statistics (duet/cross_entropy.hpp):
-    (1 - eps) (lse - x_t) + eps (lse - sum x / V) + z lse^2; ignored rows 0."""
-    loss = (1.0 - label_smoothing) * (lse - target_logit) + z_loss * lse * lse
+    (1 - eps) (lse - x_t) + eps (lse - sum x / V) + z lse^2, ignored rows 0,
+    with lse - x_t taken as (M - x_t) + log S (exact where x_t is the max,
+    as the single-device kernel takes it)."""
+    lse = m + log_s
+    loss = (1.0 - label_smoothing) * ((m - target_logit) + log_s) + z_loss * lse * lse
     if label_smoothing != 0.0:
-        loss = loss + label_smoothing * (lse - total / vocab)
+        loss = loss + label_smoothing * ((m - total / vocab) + log_s)
     kept = target != ignore_index
     loss = torch.where(kept, loss, torch.zeros_like(loss))
     if reduction == "none":
@@ -303,8 +307,10 @@ class _ShardCrossEntropy(torch.autograd.Function):
         cols = input.shape[1]
         vocab, start = cols * world, rank * cols
         x2 = T._as_2d(input)
-        lse, target_logit, total = _combine(_stats(x2, target, ignore_index, start, vocab, fn), world, group)
-        loss = _loss_of(lse, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss, vocab)
+        m, log_s, target_logit, total = _combine(_stats(x2, target, ignore_index, start, vocab, fn), world, group)
+        lse = m + log_s
+        loss = _loss_of(m, log_s, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss,
+                        vocab)
         ctx.options = (start, vocab, ignore_index, reduction, label_smoothing, z_loss)
         ctx.inplace = inplace
         if inplace:

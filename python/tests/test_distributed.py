@@ -26,7 +26,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 DEADLINE_S = 240
-TOL = {torch.float32: (1e-6, 1e-7), torch.float16: (2e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+TOL = {torch.float32: (1e-6, 2.5e-7), torch.float16: (2e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
 
 
 def _free_port():
@@ -61,12 +61,16 @@ def run_group(world, check, backend="gloo"):
             pytest.fail(f"the {world} processes did not finish within {DEADLINE_S} s (a hang)")
 
 
-def assert_close(got, want, dtype, what):
+def assert_close(got, want, dtype, what, scale=None):
+    """Elementwise within TOL[dtype] relative; `scale` (a tensor broadcasting
+    to want) replaces |want| as the measure, for results that cancel (a
+    gradient dy - exp(y) sum(dy) is exact only to the rounding of its terms)."""
     rtol, atol = TOL[dtype]
     got, want = got.double().cpu(), want.double().cpu()
     assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
-    bad = ~((got - want).abs() <= atol + rtol * want.abs())
-    bad &= ~(got.isnan() & want.isnan())
+    measure = want.abs() if scale is None else torch.maximum(want.abs(), scale.double().cpu())
+    bad = ~((got - want).abs() <= atol + rtol * measure)
+    bad &= ~(got.isnan() & want.isnan()) & ~(got == want)  # NaN and infinities where the op has them
     assert not bool(bad.any()), (f"{what}: {int(bad.sum())} of {got.numel()} differ, e.g. got "
                                  f"{got[bad][:3].tolist()} want {want[bad][:3].tolist()}")
 
@@ -104,7 +108,10 @@ def check_softmax_family(rank, world, device):
                 what = f"rank {rank}/{world} {'log_' if log else ''}softmax {dtype} {shape}"
                 assert y.dtype == dtype and y.shape == x.shape
                 assert_close(y.detach(), _shard(ys.detach(), rank, world), dtype, what)
-                assert_close(x.grad, _shard(single.grad, rank, world), dtype, what + " backward")
+                # The gradient's terms: |dy| and |y| * |sum over the row|.
+                gs = _shard(g, rank, world).double().abs()
+                assert_close(x.grad, _shard(single.grad, rank, world), dtype, what + " backward",
+                             scale=gs.amax(-1, keepdim=True) * (2 if log else 1))
 
 
 def check_cross_entropy(rank, world, device):
@@ -135,7 +142,11 @@ def check_cross_entropy(rank, world, device):
                                 f"z={z} {index_dtype}")
                         assert loss.dtype == dtype and loss.shape == want.shape, what
                         assert_close(loss.detach(), want.detach(), dtype, what)
-                        assert_close(x.grad, _shard(single.grad, rank, world), dtype, what + " backward")
+                        # The gradient's target column p_t - 1 cancels: measured
+                # against the row's largest gradient.
+                want_grad = _shard(single.grad, rank, world)
+                assert_close(x.grad, want_grad, dtype, what + " backward",
+                             scale=single.grad.double().abs().amax(-1, keepdim=True))
 
 
 def check_modes(rank, world, device):

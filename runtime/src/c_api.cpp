@@ -329,8 +329,8 @@ duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype, int64_t
   });
 }
 duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
-                                 int64_t x_stride, const float* lse, int log_softmax, void* y, int64_t y_stride,
-                                 void* stream) {
+                                 int64_t x_stride, const float* max, const float* lse, int log_softmax, void* y,
+                                 int64_t y_stride, void* stream) {
   return guarded([&] {
     duet::ShardSoftmaxCall c;
     c.dtype = to_dtype(dtype);
@@ -339,6 +339,7 @@ duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64
     c.x = x;
     c.x_stride = x_stride;
     c.lse = lse;
+    c.max = max;
     c.log_softmax = log_softmax != 0;
     c.y = y;
     c.y_stride = y_stride;

@@ -62,6 +62,11 @@ bool validate(const Device& dev, const ShardSoftmaxCall& c) {
   detail::check_pointer(c.lse, 4, "lse", "float32");
   detail::check_apart(detail::span_of(c.lse, c.rows * 4, "lse"), "lse", y, "y", false);
   detail::check_pointer_on(dev, c.lse, "lse");
+  if (c.max != nullptr) {
+    detail::check_pointer(c.max, 4, "max", "float32");
+    detail::check_apart(detail::span_of(c.max, c.rows * 4, "max"), "max", y, "y", false);
+    detail::check_pointer_on(dev, c.max, "max");
+  }
   return true;
 }
 
@@ -100,6 +105,7 @@ void run(const Device& dev, const ShardSoftmaxCall& c) {
   a.out_stride = c.y_stride;
   // An input here (FusedArgs shares the field with cross-entropy's forward).
   a.lse = const_cast<float*>(c.lse);
+  a.row_max = c.max;
   a.log_softmax = c.log_softmax ? 1 : 0;
   detail::launch_fused(dev, a, detail::fused_shape(a), c.stream);
 }

@@ -198,10 +198,11 @@ DUET_API duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype
                                         const void* target, int64_t target_stride, int64_t ignore_index,
                                         int64_t vocab_start, int64_t vocab, float* stats, void* stream);
 /* y = exp(x - lse) (log_softmax 0) or x - lse (1), lse: rows floats, the
- * whole rows' log-sum-exp; y may be x. */
+ * whole rows' log-sum-exp; with `max` (rows floats, or NULL) the rows' max
+ * M and lse = log S: y = exp((x - M) - lse) or (x - M) - lse. y may be x. */
 DUET_API duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
-                                          const void* x, int64_t x_stride, const float* lse, int log_softmax,
-                                          void* y, int64_t y_stride, void* stream);
+                                          const void* x, int64_t x_stride, const float* max, const float* lse,
+                                          int log_softmax, void* y, int64_t y_stride, void* stream);
 /* duet_cross_entropy_backward over a shard: targets are classes of the
  * whole vocabulary; lse is the whole rows'. */
 DUET_API duet_status_t duet_shard_cross_entropy_backward(

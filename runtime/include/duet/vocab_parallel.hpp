@@ -9,7 +9,7 @@
 //      torch.distributed): M = max_k m_k, S = sum_k s_k exp(m_k - M),
 //      lse = M + log S; the target logits and the sums add;
 //   3. normalize the shard (ShardSoftmaxCall: softmax or log_softmax from
-//      lse), or write the shard's cross-entropy gradient
+//      M and log S, or from lse), or write the shard's cross-entropy gradient
 //      (CrossEntropyBackwardCall with vocab_start and vocab,
 //      duet/cross_entropy.hpp), which needs no communication.
 // The cross-entropy loss follows from the combined statistics:
@@ -61,9 +61,14 @@ struct ShardStatsCall {
 };
 DUET_API void run(const Device& dev, const ShardStatsCall& call);
 
-// y = exp(x - lse), or x - lse with log_softmax: the shard's part of the
-// softmax of whole rows, given each row's global lse (rows floats). y may
-// be x (same pointer and stride).
+// The shard's part of the softmax (or log_softmax) of whole rows, given
+// each row's combined statistics (rows floats each):
+//   max null:  y = exp(x - lse), or x - lse; lse the rows' log-sum-exp;
+//   max given: y = exp((x - max) - lse), or (x - max) - lse; max the rows'
+//              max M and lse = log S, as the combine gives them. This form
+//              keeps log_softmax exact to float32 near the row's max
+//              (x - (M + log S) rounds to the spacing of M + log S).
+// y may be x (same pointer and stride).
 struct ShardSoftmaxCall {
   DType dtype = DType::f32;
   std::int64_t rows = 0;
@@ -71,6 +76,7 @@ struct ShardSoftmaxCall {
   const void* x = nullptr;
   std::int64_t x_stride = 0;
   const float* lse = nullptr;
+  const float* max = nullptr;
   bool log_softmax = false;
   void* y = nullptr;
   std::int64_t y_stride = 0;
