@@ -29,6 +29,7 @@ import duet  # noqa: E402
 from duet import _tensor as T  # noqa: E402
 
 compare.torch = torch
+compare.duet = duet
 
 
 def timed(fn, sets=2):
