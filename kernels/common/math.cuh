@@ -43,8 +43,10 @@ __device__ __forceinline__ float rescale(float s, float m, float m_new) {
 }
 
 // Adds one pack of PACK values (value(e)) to a running pair (m, s): one
-// rescale a pack. -inf values add nothing (so a part all -inf keeps s = 0
-// and never computes exp(-inf - -inf)); a NaN reaches s.
+// rescale a pack. -inf values add nothing: the hardware exp2 gives 0 for
+// -inf, and a pack whose values are all -inf so far shifts by 0 instead of
+// m = -inf (so exp(-inf - -inf) is never computed and s stays 0); one
+// select a pack, not one an element. A NaN reaches s.
 template <int PACK, class Value>
 __device__ __forceinline__ void online_add(float& m, float& s, Value value) {
   float pack_max = kNegInf;
@@ -52,11 +54,9 @@ __device__ __forceinline__ void online_add(float& m, float& s, Value value) {
   for (int e = 0; e < PACK; ++e) pack_max = fmaxf(pack_max, value(e));
   const float m_new = fmaxf(m, pack_max);
   s = rescale(s, m, m_new);
+  const float shift = m_new == kNegInf ? 0.0f : m_new;
 #pragma unroll
-  for (int e = 0; e < PACK; ++e) {
-    const float xe = value(e);
-    s += xe == kNegInf ? 0.0f : exp_shifted(xe, m_new);
-  }
+  for (int e = 0; e < PACK; ++e) s += exp_shifted(value(e), shift);
   m = m_new;
 }
 
