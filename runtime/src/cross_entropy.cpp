@@ -140,15 +140,12 @@ FusedArgs common_args(const Common& c) {
 }
 
 FusedShape shape_of(const FusedArgs& a) {
-  const int elem = dtype_size(a.dtype);
   FusedShape s;
   s.op = a.op;
   s.dtype = a.dtype;
   s.rows = a.rows;
   s.cols = a.cols;
   s.gradient = a.op == FusedOp::cross_entropy && a.out != nullptr;
-  s.vector_ok = detail::vector_aligned(a.x, a.x_stride * elem, a.cols * elem) &&
-                (a.out == nullptr || detail::vector_aligned(a.out, a.out_stride * elem, a.cols * elem));
   return s;
 }
 
