@@ -23,12 +23,21 @@ constexpr FusedKernelFn make_fused_entry() {
   constexpr FusedVariant v = kFusedCatalogue[I];
   using T = typename kernels::StorageOf<v.dtype>::type;
   using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
-  if constexpr (v.strategy == FusedStrategy::group_rows)
-    return &kernels::fused_group_kernel<Op, v.vec, v.group, v.vpt>;
-  else if constexpr (v.strategy == FusedStrategy::block_row)
-    return &kernels::fused_block_kernel<Op, v.vec, v.vpt>;
-  else
-    return &kernels::fused_stream_kernel<Op, v.vec, v.vpt>;
+  if constexpr (v.edges) {
+    if constexpr (v.strategy == FusedStrategy::group_rows)
+      return &kernels::fused_group_edges_kernel<Op, v.vec, v.group, v.vpt>;
+    else if constexpr (v.strategy == FusedStrategy::block_row)
+      return &kernels::fused_block_edges_kernel<Op, v.vec, v.vpt>;
+    else
+      return &kernels::fused_stream_edges_kernel<Op, v.vec, v.vpt>;
+  } else {
+    if constexpr (v.strategy == FusedStrategy::group_rows)
+      return &kernels::fused_group_kernel<Op, v.vec, v.group, v.vpt>;
+    else if constexpr (v.strategy == FusedStrategy::block_row)
+      return &kernels::fused_block_kernel<Op, v.vec, v.vpt>;
+    else
+      return &kernels::fused_stream_kernel<Op, v.vec, v.vpt>;
+  }
 }
 
 template <int... I>
@@ -44,8 +53,10 @@ const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
 bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 // The catalogue entry fits the call: the planner picked it for this op,
-// mask and dtype, and a vector entry's accesses are aligned (every pointer
-// at a whole pack, every stride and the row a whole number of packs).
+// mask and dtype, and a vector entry's packs are aligned in every tensor:
+// each tensor starts its rows at x's offset within a pack
+// (fused_rows_congruent), and an entry without edges has rows of whole
+// packs from their start (fused_rows_on_packs).
 void check_variant(const FusedArgs& a, const FusedLaunch& l) {
   if (l.variant < 0 || l.variant >= kFusedVariantCount)
     throw Error(Status::invalid_argument, "fused kernel variant " + std::to_string(l.variant) + " is not in the catalogue");
@@ -58,21 +69,18 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                                               to_string(mask) + ", " + to_string(a.dtype) + ")");
   if (l.geometry.grid < 1 || l.geometry.block < 1)
     throw Error(Status::invalid_argument, "fused launch of " + fused_variant_name(v) + " has an empty grid");
-  if (v.vec == 1) return;
-  const std::int64_t bytes = std::int64_t(v.vec) * dtype_size(a.dtype);
-  bool ok = a.cols % v.vec == 0 && aligned(a.x, bytes) && a.x_stride % v.vec == 0;
-  if (a.out) ok = ok && aligned(a.out, bytes) && a.out_stride % v.vec == 0;
-  if (a.op == FusedOp::masked_softmax_backward) ok = ok && aligned(a.dy, bytes) && a.dy_stride % v.vec == 0;
-  if (a.op == FusedOp::masked_softmax &&
-      (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
-    const std::int64_t mask_elem = a.mask_kind == MaskKind::additive ? dtype_size(a.dtype) : 1;
-    ok = ok && aligned(a.mask, v.vec * mask_elem) && a.mask_batch_stride % v.vec == 0 &&
-         a.mask_head_stride % v.vec == 0 && a.mask_row_stride % v.vec == 0;
-  }
-  if (!ok)
+  if (v.vec > 1 && !fused_rows_congruent(a, v.vec))
     throw Error(Status::invalid_argument,
-                fused_variant_name(v) + " needs every pointer, stride and the row length in whole " +
-                    std::to_string(v.vec) + "-element packs; plan with vector_ok = false");
+                fused_variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
+                    std::to_string(v.vec) + "-element pack as x's (pointers and row strides congruent modulo " +
+                    std::to_string(v.vec) + " elements); plan with vector_ok = false");
+  if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
+                                              std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");
+  if (v.vec > 1 && !v.edges && !fused_rows_on_packs(a, v.vec))
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
+                                              "-element packs from a pack boundary (the row length and stride in "
+                                              "packs); plan with row_edges = true");
 }
 
 }  // namespace

@@ -36,13 +36,19 @@ struct FusedVariant {
   int vec;    // elements a memory access: 16 / sizeof(T), or 1 (the scalar path)
   int group;  // group_rows: threads a row; otherwise 0
   int vpt;    // packs each thread holds (stream_row: loads in flight a chunk)
+  // Vector path: rows may start or end off the pack grid, the elements
+  // before a row's first pack and after its last held apart (its head and
+  // tail). The entries without serve rows of whole packs only and carry
+  // none of it.
+  bool edges = false;
 };
 
-// Block sizes: group_rows blocks of kFusedGroupBlock threads;
-// block_row blocks of 128..kFusedBlockMaxThreads threads (multiples of 64,
-// whole wavefronts); stream_row blocks of kFusedStreamBlock threads, a
-// compile-time constant so a thread's packs sit at constant offsets.
+// Block sizes: group_rows blocks of kFusedGroupBlock threads; block_row
+// blocks of kFusedBlockMinThreads..kFusedBlockMaxThreads threads (multiples
+// of 64, whole wavefronts); stream_row blocks of kFusedStreamBlock threads,
+// a compile-time constant so a thread's packs sit at constant offsets.
 inline constexpr int kFusedGroupBlock = 128;
+inline constexpr int kFusedBlockMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;
 inline constexpr int kFusedStreamBlock = 1024;
 // Registers a thread may use, as __launch_bounds__ caps them (the planner's
@@ -72,9 +78,15 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
 // 16, 32, 64, 128): the shortest keeps 2, since one pack a thread (and 32
 // threads for a row of 16 packs, half of them idle) left too few loads in
 // flight to cover memory latency.
+// With edges (rows off the pack grid), the longest additive-mask shape keeps
+// 3 packs a thread: 4 packs of scores and mask and the edges' registers
+// spill past kFusedRegisterCap (ptxas -v, sm_80 and sm_90).
 inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {32, 2}, {32, 4}, {32, 8}}};
-constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i) {
+constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i, bool edges = false) {
   const int vpt = kFusedGroupShapes[i][1];
+  const bool longest = i + 1 == int(kFusedGroupShapes.size());
+  if (edges && longest && op == FusedOp::masked_softmax && mask == MaskKind::additive)
+    return {kFusedGroupShapes[i][0], 3};
   return {kFusedGroupShapes[i][0], fused_light(op, mask) || i == 0 ? vpt : vpt / 2};
 }
 // block_row packs a thread on the vector path (others: half; causal too,
@@ -110,7 +122,8 @@ inline constexpr std::array<std::pair<FusedOp, MaskKind>, 9> kFusedOpKinds{{
 }};
 
 constexpr int fused_variants_per_kind() {
-  return int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 1 + 3;  // vector, then scalar
+  // vector, vector with edges, then scalar
+  return 2 * (int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 1) + 3;
 }
 inline constexpr int kFusedVariantCount = int(kFusedOpKinds.size()) * 3 * fused_variants_per_kind();
 
@@ -121,13 +134,16 @@ constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
     for (int d = 0; d < 3; ++d) {
       const DType dt = static_cast<DType>(d);
       const int vec = dtype_vec16(dt);
-      for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
-        const auto shape = fused_group_shape(op, mask, g);
-        out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, vec, shape[0], shape[1]};
+      for (const bool edges : {false, true}) {
+        for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
+          const auto shape = fused_group_shape(op, mask, g, edges);
+          out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, vec, shape[0], shape[1], edges};
+        }
+        for (int b = 0; b < int(kFusedBlockVpt.size()); ++b)
+          out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, vec, 0, fused_block_vpt(op, mask, b), edges};
+        out[i++] =
+            FusedVariant{op, mask, dt, FusedStrategy::stream_row, vec, 0, fused_stream_vpt(op, mask, vec), edges};
       }
-      for (int b = 0; b < int(kFusedBlockVpt.size()); ++b)
-        out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, vec, 0, fused_block_vpt(op, mask, b)};
-      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::stream_row, vec, 0, fused_stream_vpt(op, mask, vec)};
       out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, 1, kFusedScalarGroup[0],
                               fused_scalar_group_vpt(op, mask)};
       out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, 1, 0, fused_scalar_block_vpt(op, mask)};
@@ -141,10 +157,66 @@ constexpr int find_fused_variant(const FusedVariant& want) {
   for (int i = 0; i < kFusedVariantCount; ++i) {
     const FusedVariant& v = kFusedCatalogue[i];
     if (v.op == want.op && v.mask == want.mask && v.dtype == want.dtype && v.strategy == want.strategy &&
-        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt)
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.edges == want.edges)
       return i;
   }
   return -1;
+}
+
+// Whether the vector path (packs of `vec` elements) serves a call: every
+// tensor the op reads or writes a row of (x; out; dy; an additive or
+// boolean mask) starts each row at the same element offset within a pack
+// as x does, so one head (the elements before the row's first whole pack,
+// kernels/families/fused_rows.cuh) leaves every tensor's body aligned. The
+// base addresses agree in elements modulo vec, and so do the steps from
+// row to row: the row strides, and a mask's batch, head and query strides
+// against the rows' strides over those dimensions (checked only where the
+// dimension has more than one index, so a broadcast over a single head
+// passes). A pointer that is not a whole number of elements fails. The row
+// length is free; rows that are not whole packs from their start
+// (fused_rows_on_packs) take the entries with edges.
+inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
+  if (vec <= 1) return true;
+  const std::int64_t v = vec;
+  const auto mod = [v](std::int64_t n) { return ((n % v) + v) % v; };
+  // Element offset of p within a pack, or -1 where p is not on an element.
+  const auto phase = [v](const void* p, std::int64_t elem) -> std::int64_t {
+    const auto u = reinterpret_cast<std::uintptr_t>(p);
+    if (u % std::uintptr_t(elem) != 0) return -1;
+    return static_cast<std::int64_t>((u / std::uintptr_t(elem)) % std::uintptr_t(v));
+  };
+  const std::int64_t es = dtype_size(a.dtype);
+  const std::int64_t x_phase = phase(a.x, es);
+  if (x_phase < 0) return false;
+  // A second tensor indexed row * stride as x is.
+  const auto same_rows = [&](const void* p, std::int64_t stride) {
+    return phase(p, es) == x_phase && (a.rows <= 1 || mod(stride - a.x_stride) == 0);
+  };
+  if (a.out != nullptr && !same_rows(a.out, a.out_stride)) return false;
+  if (a.op == FusedOp::masked_softmax_backward && !same_rows(a.dy, a.dy_stride)) return false;
+  if (a.op == FusedOp::masked_softmax && (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
+    // Row r is query i of head h of batch b: x's row starts at
+    // ((b * heads + h) * seq_q + i) * x_stride, the mask's at
+    // b * batch_stride + h * head_stride + i * row_stride.
+    const std::int64_t heads = a.heads > 0 ? a.heads : 1, seq_q = a.seq_q > 0 ? a.seq_q : 1;
+    const std::int64_t batches = a.rows / heads / seq_q;
+    const std::int64_t xs = mod(a.x_stride);
+    if (phase(a.mask, a.mask_kind == MaskKind::additive ? es : 1) != x_phase) return false;
+    if (seq_q > 1 && mod(a.mask_row_stride - xs) != 0) return false;
+    if (heads > 1 && mod(a.mask_head_stride - mod(seq_q) * xs) != 0) return false;
+    if (batches > 1 && mod(a.mask_batch_stride - mod(mod(heads) * mod(seq_q)) * xs) != 0) return false;
+  }
+  return true;
+}
+// Whether every row is whole packs from its start: x starts on a pack, and
+// its row stride and the row length are whole packs (with
+// fused_rows_congruent, so is every other tensor's). The vector entries
+// without edges need it.
+inline bool fused_rows_on_packs(const FusedArgs& a, int vec) {
+  if (vec <= 1) return true;
+  const auto u = reinterpret_cast<std::uintptr_t>(a.x);
+  return u % (std::uintptr_t(vec) * std::uintptr_t(dtype_size(a.dtype))) == 0 && a.cols % vec == 0 &&
+         (a.rows <= 1 || a.x_stride % vec == 0);
 }
 
 DUET_API std::string to_string(FusedOp op);

@@ -17,7 +17,9 @@
 #include "duet/cross_entropy.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
+#include "duet/fused_planner.hpp"
 #include "duet/reference.hpp"
+#include "fused_dispatch.hpp"
 
 namespace duet::testing {
 
@@ -109,6 +111,40 @@ inline double grad_scale(const std::vector<float>& x, std::int64_t cols, std::in
   return std::abs(g) * (p * std::abs(1.0 + 2.0 * o.z_loss * lse) + 1.0 + o.label_smoothing / double(cols));
 }
 
+// A strided matrix placed `offset` elements into its buffer (a view that
+// starts off the buffer's 16-byte alignment), `gap` bytes before it, between
+// its rows and for kGuardElems elements after it: a write before the first
+// element or past the last shows there.
+constexpr std::int64_t kGuardElems = 16;
+inline std::size_t placed_bytes(std::int64_t rows, std::int64_t cols, std::int64_t stride, std::int64_t offset,
+                                DType dtype) {
+  return std::size_t(offset + (rows - 1) * stride + cols + kGuardElems) * std::size_t(dtype_size(dtype));
+}
+inline std::vector<std::uint8_t> placed(const std::vector<float>& dense, std::int64_t rows, std::int64_t cols,
+                                        std::int64_t stride, std::int64_t offset, DType dtype, std::uint8_t gap) {
+  std::vector<std::uint8_t> out(placed_bytes(rows, cols, stride, offset, dtype), gap);
+  const auto m = strided(dense, rows, cols, stride, dtype, gap);
+  std::copy(m.begin(), m.end(), out.begin() + offset * dtype_size(dtype));
+  return out;
+}
+// The rows x cols values of a placed matrix.
+inline std::vector<float> dense(const std::vector<std::uint8_t>& bytes, std::int64_t rows, std::int64_t cols,
+                                std::int64_t stride, std::int64_t offset, DType dtype) {
+  const std::vector<std::uint8_t> m(bytes.begin() + offset * dtype_size(dtype), bytes.end());
+  return dense(m, rows, cols, stride, dtype);
+}
+// Whether every byte of a placed matrix's buffer outside its rows still
+// holds `gap`.
+inline bool gaps_hold(const std::vector<std::uint8_t>& bytes, std::int64_t rows, std::int64_t cols,
+                      std::int64_t stride, std::int64_t offset, DType dtype, std::uint8_t gap) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  const std::size_t begin = std::size_t(offset) * elem, end = begin + std::size_t((rows - 1) * stride + cols) * elem;
+  for (std::size_t b = 0; b < bytes.size(); ++b)
+    if ((b < begin || b >= end) && bytes[b] != gap) return false;
+  const std::vector<std::uint8_t> m(bytes.begin() + std::ptrdiff_t(begin), bytes.begin() + std::ptrdiff_t(end));
+  return gaps_hold(m, rows, cols, stride, dtype, gap);
+}
+
 // Host bytes on a device and back.
 class DeviceCopy {
  public:
@@ -143,6 +179,33 @@ inline void on_every_device(const std::function<void(const Device&)>& body) {
       MESSAGE("skipping ", dev.label(), ": ", e.what());
     }
   }
+}
+
+// The kernel a GPU runs a call of these arguments with (the planner's pick
+// for the path fused_vector_ok and fused_row_edges give), for the failure
+// messages.
+inline std::string fused_kernel(const Device& dev, const FusedArgs& a) {
+  if (!dev.is_gpu()) return "host rows";
+  FusedShape s;
+  s.op = a.op;
+  s.dtype = a.dtype;
+  s.rows = a.rows;
+  s.cols = a.cols;
+  s.mask_kind = a.mask_kind;
+  s.gradient = a.op == FusedOp::cross_entropy && a.out != nullptr;
+  s.vector_ok = detail::fused_vector_ok(a);
+  s.row_edges = s.vector_ok && detail::fused_row_edges(a);
+  return plan_fused(dev.props(), s).kernel;
+}
+
+// On a GPU, whether the planned kernel is the path `vector` says (1: the
+// vector kernels, with edges where a row is not whole packs from its
+// start; 0: the scalar kernels): the cases meant for the edges run them.
+inline bool runs_path(const Device& dev, const FusedArgs& a, const std::string& kernel, int vector) {
+  if (!dev.is_gpu() || vector < 0) return true;
+  const bool scalar = kernel.find(",vec1,") != std::string::npos;
+  const bool edges = kernel.find(",edges>") != std::string::npos;
+  return vector == 0 ? scalar : !scalar && edges == detail::fused_row_edges(a);
 }
 
 inline std::string label(const Device& dev, DType dtype) { return dev.label() + " " + to_string(dtype); }

@@ -3,6 +3,7 @@
 // every dtype and option.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -28,6 +29,16 @@ struct Case {
   IndexType target_type = IndexType::i64;
   std::int64_t target_stride = 1;
   std::int64_t logits_pad = 0, grad_pad = 0;
+  // Elements into their buffers where the logits and the gradient start
+  // (views off the 16-byte grid); in place, the gradient is the logits.
+  std::int64_t logits_offset = 0, grad_offset = 0;
+  // Targets on the rows' first and last 8 columns, where the vector
+  // kernels' heads and tails are.
+  bool edge_targets = false;
+  // 1: the logits and the gradient start their rows at the same offset
+  // within a 16-byte pack (GPUs run the vector kernels with edges); 0: the
+  // scalar path; -1: either.
+  int vector = -1;
   enum Grad { none, separate, in_place } grad = separate;
   bool lse = true;
   bool backward = false;  // also the backward from lse
@@ -42,6 +53,13 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::vector<std::int64_t> t(static_cast<std::size_t>(rows));
   for (auto& v : t) v = u(rng()) < c.ignored_share ? o.ignore_index : std::int64_t(rng()() % std::uint64_t(cols));
+  if (c.edge_targets)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::int64_t& v = t[std::size_t(r)];
+      if (v == o.ignore_index || r % 3 == 2) continue;
+      const std::int64_t j = (r / 3) % 8;
+      v = std::clamp<std::int64_t>(r % 3 == 0 ? j : cols - 1 - j, 0, cols - 1);
+    }
   if (c.extreme) {
     for (std::int64_t j = 0; j < cols; ++j) {
       x[std::size_t(0 * cols + j)] = (j % 2 ? 1e4f : -1e4f);
@@ -61,19 +79,21 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
                                              o.reduction, std::vector<double>(loss_n, 1.0));
   const std::int64_t x_stride = cols + c.logits_pad;
   const std::int64_t g_stride = c.grad == Case::in_place ? x_stride : cols + c.grad_pad;
+  const std::int64_t g_offset = c.grad == Case::in_place ? c.logits_offset : c.grad_offset;
+  const int elem = dtype_size(dtype);
   const std::uint8_t gap = 0x5a;
-  const auto x_bytes = strided(x, rows, cols, x_stride, dtype, gap);
+  const auto x_bytes = placed(x, rows, cols, x_stride, c.logits_offset, dtype, gap);
   DeviceCopy dx(dev, x_bytes);
   DeviceCopy dt(dev, target_bytes(t, c.target_type, c.target_stride));
   DeviceCopy dloss(dev, std::vector<float>(loss_n, kNaN)), dlse(dev, std::vector<float>(std::size_t(rows), kNaN));
-  DeviceCopy dgrad(dev, std::vector<std::uint8_t>(std::size_t((rows - 1) * g_stride + cols) * std::size_t(dtype_size(dtype)),
-                                                  kNaNPoison));
+  DeviceCopy dgrad(dev, std::vector<std::uint8_t>(placed_bytes(rows, cols, g_stride, g_offset, dtype), kNaNPoison));
   DeviceCopy dinvalid(dev, std::vector<std::int32_t>{-5});
+  char* xp = static_cast<char*>(dx.data()) + c.logits_offset * elem;
   CrossEntropyCall call;
   call.dtype = dtype;
   call.rows = rows;
   call.cols = cols;
-  call.logits = dx.data();
+  call.logits = xp;
   call.logits_stride = x_stride;
   call.target_type = c.target_type;
   call.target = dt.data();
@@ -81,12 +101,26 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
   call.options = o;
   call.loss = static_cast<float*>(dloss.data());
   call.lse = c.lse ? static_cast<float*>(dlse.data()) : nullptr;
-  call.grad = c.grad == Case::none ? nullptr : c.grad == Case::in_place ? dx.data() : dgrad.data();
+  call.grad = c.grad == Case::none       ? nullptr
+              : c.grad == Case::in_place ? static_cast<void*>(xp)
+                                         : static_cast<char*>(dgrad.data()) + g_offset * elem;
   call.grad_stride = g_stride;
   call.invalid_targets = static_cast<std::int32_t*>(dinvalid.data());
+  FusedArgs a;
+  a.op = FusedOp::cross_entropy;
+  a.dtype = dtype;
+  a.rows = rows;
+  a.cols = cols;
+  a.x = call.logits;
+  a.x_stride = x_stride;
+  a.out = call.grad;
+  a.out_stride = call.grad ? g_stride : 0;
+  const std::string kernel = fused_kernel(dev, a);
+  INFO(label(dev, dtype), " ", c.name, " ", rows, "x", cols, " via ", kernel);
+  if (c.vector >= 0) CHECK(detail::fused_vector_ok(a) == (c.vector == 1));
+  CHECK(runs_path(dev, a, kernel, c.vector));
   run(dev, call);
   synchronize(dev);
-  INFO(label(dev, dtype), " ", c.name, " ", rows, "x", cols);
 
   // Losses and lse: float32, per row (or the one reduced value).
   std::vector<double> l_scale(loss_n, 0.0);
@@ -125,12 +159,12 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     for (std::int64_t r = 0; r < rows; ++r)
       g_scale[std::size_t(r)] = grad_scale(x, cols, r, want.lse[std::size_t(r)], g_all, o);
     const auto bytes = c.grad == Case::in_place ? dx.get<std::uint8_t>() : dgrad.get<std::uint8_t>();
-    const auto got = dense(bytes, rows, cols, g_stride, dtype);
+    const auto got = dense(bytes, rows, cols, g_stride, g_offset, dtype);
     const auto check = reference::compare(got, want.grad, rows, cols, reference::default_tolerance(dtype), &g_scale,
                                           reference::default_abs_floor(dtype));
     INFO("grad: ", check.first_failure);
     CHECK(check.ok);
-    CHECK(gaps_hold(bytes, rows, cols, g_stride, dtype, c.grad == Case::in_place ? gap : kNaNPoison));
+    CHECK(gaps_hold(bytes, rows, cols, g_stride, g_offset, dtype, c.grad == Case::in_place ? gap : kNaNPoison));
   }
   if (c.grad != Case::in_place) CHECK(dx.get<std::uint8_t>() == x_bytes);
   if (!c.backward) return;
@@ -144,14 +178,14 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
   const auto want_b = reference::cross_entropy(x, rows, cols, t, o.ignore_index, o.label_smoothing, o.z_loss,
                                                o.reduction, std::vector<double>(grad_loss.begin(), grad_loss.end()));
   DeviceCopy dlse_in(dev, lse_f), dgl(dev, grad_loss);
-  DeviceCopy dgrad_b(dev, std::vector<std::uint8_t>(std::size_t((rows - 1) * g_stride + cols) * std::size_t(dtype_size(dtype)),
-                                                    kNaNPoison));
+  DeviceCopy dgrad_b(dev, std::vector<std::uint8_t>(placed_bytes(rows, cols, g_stride, g_offset, dtype), kNaNPoison));
   DeviceCopy dx_b(dev, x_bytes);
+  char* xp_b = static_cast<char*>(dx_b.data()) + c.logits_offset * elem;
   CrossEntropyBackwardCall b;
   b.dtype = dtype;
   b.rows = rows;
   b.cols = cols;
-  b.logits = dx_b.data();
+  b.logits = xp_b;
   b.logits_stride = x_stride;
   b.target_type = c.target_type;
   b.target = dt.data();
@@ -159,8 +193,16 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
   b.options = o;
   b.lse = static_cast<const float*>(dlse_in.data());
   b.grad_loss = static_cast<const float*>(dgl.data());
-  b.grad = c.grad == Case::in_place ? dx_b.data() : dgrad_b.data();
+  b.grad = c.grad == Case::in_place ? static_cast<void*>(xp_b) : static_cast<char*>(dgrad_b.data()) + g_offset * elem;
   b.grad_stride = g_stride;
+  a.op = FusedOp::cross_entropy_backward;
+  a.x = b.logits;
+  a.out = b.grad;
+  a.out_stride = g_stride;
+  const std::string backward_kernel = fused_kernel(dev, a);
+  INFO("backward via ", backward_kernel);
+  if (c.vector >= 0) CHECK(detail::fused_vector_ok(a) == (c.vector == 1));
+  CHECK(runs_path(dev, a, backward_kernel, c.vector));
   run(dev, b);
   synchronize(dev);
   std::vector<double> g_scale(std::size_t(rows), 0.0);
@@ -170,11 +212,12 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     g_scale[std::size_t(r)] = grad_scale(x, cols, r, want.lse[std::size_t(r)], g, o);
   }
   const auto bytes = c.grad == Case::in_place ? dx_b.get<std::uint8_t>() : dgrad_b.get<std::uint8_t>();
-  const auto check = reference::compare(dense(bytes, rows, cols, g_stride, dtype), want_b.grad, rows, cols,
+  const auto check = reference::compare(dense(bytes, rows, cols, g_stride, g_offset, dtype), want_b.grad, rows, cols,
                                         reference::default_tolerance(dtype), &g_scale,
                                         reference::default_abs_floor(dtype));
   INFO("backward grad: ", check.first_failure);
   CHECK(check.ok);
+  CHECK(gaps_hold(bytes, rows, cols, g_stride, g_offset, dtype, c.grad == Case::in_place ? gap : kNaNPoison));
 }
 
 void each(const Case& c) {
@@ -248,6 +291,70 @@ TEST_CASE("cross-entropy: vocabularies 2, odd, 1000 and 32003") {
     c.rows = cols > 1000 ? 6 : 40;
     c.options.label_smoothing = 0.1f;
     c.backward = true;
+    each(c);
+  }
+}
+
+// Rows off the 16-byte grid: odd vocabularies, views starting 1..7
+// elements past a 16-byte boundary, odd strides, targets in the rows' first
+// and last columns. Where the logits and the gradient start their rows at
+// the same offset within a pack (vector = 1), GPUs run the vector kernels
+// (group_rows, block_row and stream_row by length) with each row's head and
+// tail element-wise, the target's logit and its one-hot term among them.
+TEST_CASE("cross-entropy: odd vocabularies and offset views on the vector path") {
+  for (std::int64_t cols : {1, 3, 7, 9, 15, 17, 33, 135})
+    for (std::int64_t k = 0; k < 8; ++k) {
+      Case c("offset view, odd stride, targets on the edges");
+      c.rows = 24;
+      c.cols = cols;
+      c.logits_offset = c.grad_offset = k;
+      c.logits_pad = k % 3 == 0 ? 0 : 2 * k - 1;
+      c.grad_pad = c.logits_pad + 8;
+      c.edge_targets = true;
+      c.ignored_share = 0.1;
+      c.options.reduction = k % 2 ? Reduction::none : Reduction::mean;
+      c.options.label_smoothing = k % 4 == 1 ? 0.1f : 0.0f;
+      c.backward = true;
+      c.vector = 1;
+      each(c);
+    }
+  // Past group_rows: block_row (1027, 2055, 4097) and stream_row (50257,
+  // 70001); dense rows (odd strides), views at odd offsets, in place.
+  for (std::int64_t cols : {1027, 2055, 4097, 50257, 70001}) {
+    Case c("odd vocabulary, dense rows, targets on the edges");
+    c.rows = cols > 5000 ? 6 : 12;
+    c.cols = cols;
+    c.edge_targets = true;
+    c.ignored_share = 0.0;
+    c.options.label_smoothing = 0.05f;
+    c.backward = true;
+    c.vector = 1;
+    each(c);
+    c.name = "odd vocabulary, offset views, odd strides";
+    c.logits_offset = c.grad_offset = 5;
+    c.logits_pad = 1;
+    c.grad_pad = 9;
+    c.options.reduction = Reduction::none;
+    each(c);
+    c.name = "odd vocabulary, gradient in place, offset view";
+    c.grad = Case::in_place;
+    c.logits_offset = 3;
+    c.options.reduction = Reduction::sum;
+    c.options.z_loss = 1e-3f;
+    each(c);
+    c.name = "odd vocabulary, loss only, offset view";
+    c.grad = Case::none;
+    c.logits_offset = 7;
+    c.backward = false;
+    each(c);
+    c = Case("gradient one element further into its buffer than the logits: the scalar path");
+    c.rows = 6;
+    c.cols = cols;
+    c.edge_targets = true;
+    c.logits_offset = 2;
+    c.grad_offset = 3;
+    c.backward = true;
+    c.vector = 0;
     each(c);
   }
 }

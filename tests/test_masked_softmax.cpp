@@ -2,6 +2,7 @@
 // fresh random data and masks each run, poisoned outputs, every dtype.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -29,7 +30,13 @@ struct Case {
   float scale = 1.0f;
   bool zero_masked_rows = false;
   std::int64_t x_pad = 0, out_pad = 0;  // row strides past cols
+  // Elements into their buffers where x, y and the mask start (views off
+  // the 16-byte grid); y is x's in place.
+  std::int64_t x_offset = 0, out_offset = 0, mask_offset = 0;
   bool in_place = false;
+  // 1: every tensor starts its rows at x's offset within a 16-byte pack, so
+  // GPUs run the vector kernels with edges; 0: the scalar path; -1: either.
+  int vector = -1;
 };
 
 // The mask as the device reads it ([Bm, Hm, Sq or 1, Sk] with its strides)
@@ -93,27 +100,51 @@ BuiltMask build_mask(const Case& c, DType dtype) {
 void run_forward(const Device& dev, DType dtype, const Case& c, std::uint8_t poison) {
   const std::int64_t rows = c.batch * c.heads * c.seq_q, cols = c.seq_k;
   const std::int64_t x_stride = cols + c.x_pad, out_stride = c.in_place ? x_stride : cols + c.out_pad;
+  const std::int64_t out_offset = c.in_place ? c.x_offset : c.out_offset;
   const auto x = random_values(std::size_t(rows * cols), 3.0f, dtype);
   BuiltMask m = build_mask(c, dtype);
   const auto want = reference::masked_softmax(x, rows, cols, c.scale, m.dense, c.zero_masked_rows);
   const std::uint8_t gap = 0x5a;
-  const auto x_bytes = strided(x, rows, cols, x_stride, dtype, gap);
+  const int elem = dtype_size(dtype);
+  const auto x_bytes = placed(x, rows, cols, x_stride, c.x_offset, dtype, gap);
   DeviceCopy dx(dev, x_bytes);
-  std::vector<std::uint8_t> poisoned(std::size_t((rows - 1) * out_stride + cols) * std::size_t(dtype_size(dtype)),
-                                     poison);
-  DeviceCopy dy(dev, poisoned);
-  DeviceCopy dmask(dev, m.bytes);
-  if (!m.bytes.empty()) m.mask.data = dmask.data();
-  void* out = c.in_place ? dx.data() : dy.data();
-  masked_softmax(dev, dtype, rows, cols, dx.data(), x_stride, out, out_stride, c.scale, m.mask, c.zero_masked_rows);
+  DeviceCopy dy(dev, std::vector<std::uint8_t>(placed_bytes(rows, cols, out_stride, out_offset, dtype), poison));
+  const std::int64_t mask_elem = c.kind == MaskKind::boolean ? 1 : elem;
+  std::vector<std::uint8_t> mask_bytes(std::size_t(c.mask_offset * mask_elem), 0);
+  mask_bytes.insert(mask_bytes.end(), m.bytes.begin(), m.bytes.end());
+  DeviceCopy dmask(dev, mask_bytes);
+  if (!m.bytes.empty()) m.mask.data = static_cast<const char*>(dmask.data()) + c.mask_offset * mask_elem;
+  char* xp = static_cast<char*>(dx.data()) + c.x_offset * elem;
+  void* out = c.in_place ? static_cast<void*>(xp) : static_cast<char*>(dy.data()) + out_offset * elem;
+  FusedArgs a;
+  a.op = FusedOp::masked_softmax;
+  a.dtype = dtype;
+  a.rows = rows;
+  a.cols = cols;
+  a.x = xp;
+  a.x_stride = x_stride;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.mask_kind = c.kind;
+  a.mask = m.mask.data;
+  a.heads = c.heads;
+  a.seq_q = c.seq_q;
+  a.mask_batch_stride = m.mask.batch_stride;
+  a.mask_head_stride = m.mask.head_stride;
+  a.mask_row_stride = m.mask.row_stride;
+  const std::string kernel = fused_kernel(dev, a);
+  INFO(label(dev, dtype), " ", c.name, " ", rows, "x", cols, " via ", kernel);
+  if (c.vector >= 0) CHECK(detail::fused_vector_ok(a) == (c.vector == 1));
+  CHECK(runs_path(dev, a, kernel, c.vector));
+  masked_softmax(dev, dtype, rows, cols, xp, x_stride, out, out_stride, c.scale, m.mask, c.zero_masked_rows);
   synchronize(dev);
   const auto out_bytes = c.in_place ? dx.get<std::uint8_t>() : dy.get<std::uint8_t>();
-  const auto got = dense(out_bytes, rows, cols, out_stride, dtype);
+  const auto got = dense(out_bytes, rows, cols, out_stride, out_offset, dtype);
   const auto check = reference::compare(got, want, rows, cols, reference::default_tolerance(dtype), nullptr,
                                         reference::default_abs_floor(dtype));
-  INFO(label(dev, dtype), " ", c.name, " ", rows, "x", cols, ": ", check.first_failure);
+  INFO(check.first_failure);
   CHECK(check.ok);
-  CHECK(gaps_hold(out_bytes, rows, cols, out_stride, dtype, c.in_place ? gap : poison));
+  CHECK(gaps_hold(out_bytes, rows, cols, out_stride, out_offset, dtype, c.in_place ? gap : poison));
   CHECK(dx.get<std::uint8_t>() == (c.in_place ? out_bytes : x_bytes));
 }
 
@@ -220,6 +251,140 @@ TEST_CASE("masked softmax: causal with offsets 0, Sk - Sq and negative") {
   }
 }
 
+// Rows off the 16-byte grid: odd lengths, views starting 1..7 elements past
+// a 16-byte boundary, odd strides. Where every tensor starts its rows at the
+// same offset within a pack (vector = 1), GPUs run the vector kernels
+// (group_rows, block_row and stream_row by length) with each row's head and
+// tail element-wise; elsewhere the scalar kernels. Every output element is
+// compared (outputs poisoned), and the bytes before, between and after the
+// rows must be as they were.
+TEST_CASE("masked softmax: odd lengths and offset views on the vector path") {
+  for (std::int64_t cols : {1, 3, 7, 9, 15, 17, 33, 135})
+    for (std::int64_t k = 0; k < 8; ++k) {
+      Case c("offset view, odd stride");
+      c.batch = 1;
+      c.heads = 2;
+      c.seq_q = 5;
+      c.seq_k = cols;
+      c.x_offset = c.out_offset = k;
+      c.x_pad = k % 3 == 0 ? 0 : 2 * k - 1;
+      c.out_pad = c.x_pad + 8;
+      c.scale = 0.75f;
+      c.vector = 1;
+      forward_case(c);
+    }
+  // Past group_rows: block_row (1027 and 2055: 256 packs and a tail for f32
+  // and 16-bit; 4097) and stream_row (70001).
+  for (std::int64_t cols : {1027, 2055, 4097, 70001})
+    for (std::int64_t k : {0, 1, 6}) {
+      Case c("long rows, offset view, odd stride");
+      c.batch = 1;
+      c.heads = 1;
+      c.seq_q = 3;
+      c.seq_k = cols;
+      c.x_offset = c.out_offset = k;
+      c.x_pad = 3;
+      c.out_pad = 11;
+      c.vector = 1;
+      forward_case(c);
+    }
+  for (std::int64_t cols : {33, 4097}) {
+    Case c("in place, offset view, odd stride");
+    c.seq_k = cols;
+    c.heads = 1;
+    c.x_offset = 3;
+    c.x_pad = 5;
+    c.in_place = true;
+    c.vector = 1;
+    forward_case(c);
+    c = Case("y one element further into its buffer than x: the scalar path");
+    c.seq_k = cols;
+    c.x_offset = 2;
+    c.out_offset = 3;
+    c.vector = 0;
+    forward_case(c);
+    c = Case("strides an odd number apart: the scalar path");
+    c.seq_k = cols;
+    c.x_pad = 1;
+    c.out_pad = 4;
+    c.vector = 0;
+    forward_case(c);
+  }
+}
+
+TEST_CASE("masked softmax: causal with odd Sk and offset views") {
+  for (bool zeros : {false, true})
+    for (std::int64_t cols : {41, 4097, 70001}) {
+      Case c("causal, odd Sk, bottom-right");
+      c.kind = MaskKind::causal;
+      c.batch = 1;
+      c.heads = 2;
+      c.seq_q = cols > 5000 ? 2 : 6;
+      c.seq_k = cols;
+      c.causal_offset = cols - c.seq_q;
+      c.x_offset = c.out_offset = 3;
+      c.zero_masked_rows = zeros;
+      c.vector = 1;
+      forward_case(c);
+      c.name = "causal, odd Sk, offset -3: the first queries see nothing";
+      c.causal_offset = -3;
+      c.x_offset = c.out_offset = 6;
+      forward_case(c);
+      c.name = "causal, odd Sk, the diagonal in the first pack";
+      c.causal_offset = 1;
+      c.x_offset = c.out_offset = 0;
+      c.x_pad = 1;
+      c.out_pad = 9;
+      forward_case(c);
+    }
+}
+
+TEST_CASE("masked softmax: masks with odd Sk broadcast over heads, offset views") {
+  for (MaskKind kind : {MaskKind::boolean, MaskKind::additive})
+    for (std::int64_t cols : {37, 4097, 70001}) {
+      const bool boolean = kind == MaskKind::boolean;
+      // [B,1,Sq,Sk] with Sq = 8: a head's rows are a whole number of packs
+      // long (8 x Sk elements), so the mask's rows keep x's offsets.
+      Case c(boolean ? "boolean [B,1,8,Sk], odd Sk" : "additive [B,1,8,Sk], odd Sk");
+      c.kind = kind;
+      c.batch = cols > 5000 ? 1 : 2;
+      c.heads = cols > 5000 ? 2 : 3;
+      c.seq_q = 8;
+      c.seq_k = cols;
+      c.mask_per_head = false;
+      c.full_rows = boolean;
+      c.scale = 0.5f;
+      c.x_offset = c.out_offset = c.mask_offset = 5;
+      c.vector = 1;
+      forward_case(c);
+      if (cols > 5000) continue;
+      c.name = boolean ? "boolean [B,1,8,Sk], odd Sk, zeros" : "additive [B,1,8,Sk], odd Sk, in place";
+      c.zero_masked_rows = boolean;
+      c.in_place = !boolean;
+      c.x_offset = c.out_offset = c.mask_offset = 2;
+      forward_case(c);
+      c = Case(boolean ? "boolean [B,H,Sq,Sk], odd Sq and Sk" : "additive [B,H,Sq,Sk], odd Sq and Sk");
+      c.kind = kind;
+      c.seq_k = cols;
+      c.x_offset = c.out_offset = c.mask_offset = 7;
+      c.vector = 1;
+      forward_case(c);
+      // Broadcasts that move the mask's rows against x's: the scalar path.
+      c.name = boolean ? "boolean [B,1,Sq,Sk], odd Sq and Sk" : "additive [B,1,Sq,Sk], odd Sq and Sk";
+      c.mask_per_head = false;
+      c.vector = 0;
+      forward_case(c);
+      c.name = boolean ? "boolean [B,1,1,Sk] key padding, odd Sk" : "additive [B,1,1,Sk], odd Sk";
+      c.mask_one_row = true;
+      forward_case(c);
+      c.name = boolean ? "boolean mask one element off x's offset" : "additive mask one element off x's offset";
+      c.mask_one_row = false;
+      c.mask_per_head = true;
+      c.mask_offset = 6;
+      forward_case(c);
+    }
+}
+
 TEST_CASE("masked softmax: NaN, +inf and -inf scores as torch") {
   on_every_device([&](const Device& dev) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -270,6 +435,61 @@ TEST_CASE("masked softmax backward: dx = scale * y * (dy - sum(dy * y)), strided
         INFO(label(dev, dtype), " mode ", mode, ": ", check.first_failure);
         CHECK(check.ok);
       }
+  });
+}
+
+TEST_CASE("masked softmax backward: odd lengths and offset views on the vector path") {
+  on_every_device([&](const Device& dev) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (std::int64_t cols : {1, 9, 33, 135, 2055, 4097, 70001})
+        for (int mode = 0; mode < 3; ++mode) {  // offset views; in place over dy; dy off y's offset (scalar)
+          const std::int64_t rows = cols > 5000 ? 3 : 12, k = 1 + cols % 7;
+          const std::int64_t stride = cols + 2 * k + 1;
+          const std::int64_t y_off = k, g_off = mode == 2 ? k + 1 : k, o_off = mode == 1 ? g_off : k + 8;
+          const float scale = 0.375f;
+          const auto x = random_values(std::size_t(rows * cols), 3.0f, dtype);
+          const auto y_exact = reference::masked_softmax(x, rows, cols, scale, {}, false);
+          const auto y = reference::round_trip(std::vector<float>(y_exact.begin(), y_exact.end()), dtype);
+          const auto g = random_values(y.size(), 1.0f, dtype);
+          const auto want = reference::masked_softmax_backward(y, g, rows, cols, scale);
+          auto row_scale = reference::backward_scale(y, g, rows, cols, Op::softmax);
+          for (auto& v : row_scale) v *= double(scale);
+          const int elem = dtype_size(dtype);
+          const auto y_bytes = placed(y, rows, cols, stride, y_off, dtype, 0x11);
+          const auto g_bytes = placed(g, rows, cols, stride, g_off, dtype, 0x22);
+          DeviceCopy dyv(dev, y_bytes), dg(dev, g_bytes);
+          DeviceCopy dout(dev, std::vector<std::uint8_t>(placed_bytes(rows, cols, stride, o_off, dtype), kNaNPoison));
+          const char* yp = static_cast<const char*>(dyv.data()) + y_off * elem;
+          const char* gp = static_cast<const char*>(dg.data()) + g_off * elem;
+          char* op = mode == 1 ? static_cast<char*>(dg.data()) + g_off * elem
+                               : static_cast<char*>(dout.data()) + o_off * elem;
+          FusedArgs a;
+          a.op = FusedOp::masked_softmax_backward;
+          a.dtype = dtype;
+          a.rows = rows;
+          a.cols = cols;
+          a.x = yp;
+          a.x_stride = stride;
+          a.dy = gp;
+          a.dy_stride = stride;
+          a.out = op;
+          a.out_stride = stride;
+          const std::string kernel = fused_kernel(dev, a);
+          INFO(label(dev, dtype), " ", rows, "x", cols, " mode ", mode, " via ", kernel);
+          CHECK(detail::fused_vector_ok(a) == (mode != 2));
+          CHECK(runs_path(dev, a, kernel, mode != 2 ? 1 : 0));
+          masked_softmax_backward(dev, dtype, rows, cols, yp, stride, gp, stride, op, stride, scale);
+          synchronize(dev);
+          const auto bytes = mode == 1 ? dg.get<std::uint8_t>() : dout.get<std::uint8_t>();
+          const std::int64_t off = mode == 1 ? g_off : o_off;
+          const auto check = reference::compare(dense(bytes, rows, cols, stride, off, dtype), want, rows, cols,
+                                                reference::default_tolerance(dtype), &row_scale,
+                                                reference::default_abs_floor(dtype));
+          INFO(check.first_failure);
+          CHECK(check.ok);
+          CHECK(gaps_hold(bytes, rows, cols, stride, off, dtype, mode == 1 ? 0x22 : kNaNPoison));
+          CHECK(dyv.get<std::uint8_t>() == y_bytes);
+        }
   });
 }
 

@@ -2,12 +2,17 @@
 // reports where no GPU is present.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "duet/error.hpp"
+#include "duet/fused_planner.hpp"
 #include "duet/kernel_resources.hpp"
 #include "duet/planner.hpp"
 #include "duet/props_json.hpp"
+#include "fused_dispatch.hpp"
+#include "fused_variants.hpp"
 
 using namespace duet;
 namespace fs = std::filesystem;
@@ -310,4 +315,206 @@ TEST_CASE("too many rows for one launch is said in the caller's terms") {
     CHECK(e.status() == Status::invalid_argument);
     CHECK(std::string(e.what()) == "rows = 2305843009213693951 is too many for one launch: at most 576460752303423488 rows");
   }
+}
+
+// ------------------------------------------------------------ fused row operations
+namespace {
+
+FusedShape fused_shape(FusedOp op, MaskKind mask, DType dt, std::int64_t rows, std::int64_t cols, bool vector_ok) {
+  FusedShape s;
+  s.op = op;
+  s.mask_kind = mask;
+  s.dtype = dt;
+  s.rows = rows;
+  s.cols = cols;
+  s.vector_ok = vector_ok;
+  s.gradient = op == FusedOp::cross_entropy;
+  return s;
+}
+
+// A pointer `elems` elements of `elem` bytes past a 256-byte boundary (no
+// memory behind it: fused_vector_ok only reads addresses).
+void* at(std::int64_t elems, int elem) {
+  return reinterpret_cast<void*>(std::uintptr_t(1) << 20 | std::uintptr_t(elems * elem));
+}
+
+}  // namespace
+
+TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, else the scalar path") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  // An odd vocabulary, its rows at the same offsets in every tensor: the
+  // vector kernel (8 bf16 a pack), the rows' edges element-wise.
+  auto p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
+  CHECK(p.why.find("6282 packs of 8 (the elements off the pack grid apart)") != std::string::npos);
+  // Rows at different offsets: the scalar kernel.
+  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, false));
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec1,v8>");
+  // Short odd rows: group_rows of 8 threads for up to 16 packs, edges apart.
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::f32, 4096, 67, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:causal,f32,vec4,g8,v2,edges>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::f32, 4096, 67, false));
+  CHECK(p.kernel == "group_rows<masked_softmax:causal,f32,vec1,g32,v8>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::f16, 4096, 1, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:boolean,f16,vec8,g8,v2,edges>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax_backward, MaskKind::none, DType::f32, 64, 4097, true));
+  CHECK(p.kernel.rfind("block_row<masked_softmax_backward,f32,vec4,", 0) == 0);
+  CHECK(p.kernel.find(",edges>") != std::string::npos);
+  // Rows of whole packs take the kernels without edges, unless some row
+  // starts off a pack boundary.
+  auto whole = fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::bf16, 4096, 2048, true);
+  CHECK(plan_fused(h100, whole).kernel == "group_rows<masked_softmax:causal,bf16,vec8,g32,v8>");
+  whole.row_edges = true;
+  CHECK(plan_fused(h100, whole).kernel == "group_rows<masked_softmax:causal,bf16,vec8,g32,v8,edges>");
+  whole.vector_ok = false;
+  CHECK(plan_fused(h100, whole).kernel == "block_row<masked_softmax:causal,bf16,vec1,v8>");
+}
+
+TEST_CASE("fused planner: every vector shape covers the longest body of a row") {
+  // A row of cols elements holds at most cols / vec whole packs (when it
+  // starts on a pack); its edges need the first vec - 1 threads of the row.
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  const DeviceProps mi300x = device_file("mi300x.json");
+  std::vector<std::int64_t> lengths;
+  for (std::int64_t n = 1; n <= 300; ++n) lengths.push_back(n);
+  for (std::int64_t base : {1024, 2048, 4096, 8192, 16384, 32768, 65536})
+    for (std::int64_t d = -9; d <= 9; ++d) lengths.push_back(base + d);
+  for (std::int64_t n : {32003, 50257, 70001, 128257}) lengths.push_back(n);
+  for (const DeviceProps* dev : {&h100, &mi300x})
+    for (const auto& [op, mask] : kFusedOpKinds)
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (std::int64_t cols : lengths) {
+          const FusedPlan p = plan_fused(*dev, fused_shape(op, mask, dt, 1000, cols, true));
+          const FusedVariant& v = kFusedCatalogue[std::size_t(p.launch.variant)];
+          const std::int64_t body = cols / v.vec;
+          INFO(dev->name, " ", p.kernel, " cols ", cols);
+          CHECK(v.vec == dtype_vec16(dt));
+          CHECK(v.edges == (cols % v.vec != 0));
+          if (v.strategy == FusedStrategy::group_rows) {
+            CHECK(std::int64_t(v.group) * v.vpt >= body);
+            CHECK(v.group >= v.vec);
+          } else if (v.strategy == FusedStrategy::block_row) {
+            CHECK(p.launch.geometry.block * v.vpt >= body);
+            CHECK(p.launch.geometry.block >= v.vec);
+          } else {
+            CHECK(p.launch.geometry.block == kFusedStreamBlock);
+          }
+        }
+}
+
+TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row") {
+  FusedArgs a;
+  a.op = FusedOp::cross_entropy;
+  a.dtype = DType::bf16;
+  a.rows = 16;
+  a.cols = 50257;
+  a.x = at(0, 2);
+  a.x_stride = 50257;
+  CHECK(detail::fused_vector_ok(a));  // dense odd rows: each row's head differs, but x is alone
+  a.out = at(8, 2);
+  a.out_stride = 50257 + 16;
+  CHECK(detail::fused_vector_ok(a));  // the gradient 8 elements (a pack) on, strides a multiple of 8 apart
+  a.out = at(3, 2);
+  CHECK_FALSE(detail::fused_vector_ok(a));  // 3 elements on
+  a.out = at(8, 2);
+  a.out_stride = 50257 + 1;
+  CHECK_FALSE(detail::fused_vector_ok(a));  // strides 1 apart
+  a.rows = 1;
+  CHECK(detail::fused_vector_ok(a));  // one row: its stride never counts
+  a.rows = 16;
+  a.out_stride = 50257;
+  a.x = a.out = at(5, 2);
+  CHECK(detail::fused_vector_ok(a));  // in place at any offset
+  a.x = static_cast<const char*>(at(5, 2)) + 1;
+  CHECK_FALSE(detail::fused_vector_ok(a));  // not on an element
+  a.dtype = DType::f32;  // 4 a pack: 4 elements on is a pack on
+  a.x = at(0, 4);
+  a.out = at(4, 4);
+  a.x_stride = 37;
+  a.out_stride = 41;
+  CHECK(detail::fused_vector_ok(a));
+
+  // The backward's dy.
+  FusedArgs b;
+  b.op = FusedOp::masked_softmax_backward;
+  b.dtype = DType::f16;
+  b.rows = 4;
+  b.cols = 77;
+  b.x = at(1, 2);
+  b.out = at(9, 2);
+  b.dy = at(17, 2);
+  b.x_stride = b.out_stride = b.dy_stride = 77;
+  CHECK(detail::fused_vector_ok(b));
+  b.dy = at(2, 2);
+  CHECK_FALSE(detail::fused_vector_ok(b));
+
+  // Masks: [B, H, Sq, Sk] rows of x; a mask's strides must step as x's
+  // rows do over every dimension with more than one index.
+  FusedArgs m;
+  m.op = FusedOp::masked_softmax;
+  m.dtype = DType::bf16;
+  m.mask_kind = MaskKind::boolean;
+  const std::int64_t B = 2, H = 3, Sq = 5, Sk = 77;
+  m.rows = B * H * Sq;
+  m.cols = Sk;
+  m.heads = H;
+  m.seq_q = Sq;
+  m.x = at(3, 2);
+  m.out = at(3, 2);
+  m.x_stride = m.out_stride = Sk;
+  m.mask = at(3, 1);
+  m.mask_row_stride = Sk;
+  m.mask_head_stride = Sq * Sk;
+  m.mask_batch_stride = H * Sq * Sk;
+  CHECK(detail::fused_vector_ok(m));  // [B, H, Sq, Sk]
+  m.mask = at(4, 1);
+  CHECK_FALSE(detail::fused_vector_ok(m));  // the mask a byte further on
+  m.mask = at(3, 1);
+  m.mask_head_stride = 0;
+  m.mask_batch_stride = Sq * Sk;
+  CHECK_FALSE(detail::fused_vector_ok(m));  // [B, 1, Sq, Sk]: a head moves x by Sq * Sk = 385, the mask by 0
+  m.heads = 1;
+  m.rows = B * Sq;
+  CHECK(detail::fused_vector_ok(m));  // ... unless there is one head
+  m.heads = H;
+  m.rows = B * H * 8;
+  m.seq_q = 8;
+  m.mask_batch_stride = 8 * Sk;
+  CHECK(detail::fused_vector_ok(m));  // [B, 1, 8, Sk]: a head moves x by 8 * Sk, a whole number of packs
+  m.mask_row_stride = 0;
+  m.mask_batch_stride = Sk;
+  CHECK_FALSE(detail::fused_vector_ok(m));  // [B, 1, 1, Sk] key padding: a query moves x by Sk, the mask by 0
+  m.cols = m.x_stride = m.out_stride = m.mask_batch_stride = 80;
+  CHECK(detail::fused_vector_ok(m));  // ... fine where Sk is a whole number of packs
+  m.mask_kind = MaskKind::additive;
+  m.mask = at(3, 2);
+  CHECK(detail::fused_vector_ok(m));  // an additive mask counts in elements of the scores' dtype
+  m.mask = at(3, 1);
+  CHECK_FALSE(detail::fused_vector_ok(m));  // not on an element
+  m.mask_kind = MaskKind::causal;
+  m.mask = nullptr;
+  CHECK(detail::fused_vector_ok(m));  // causal reads no tensor
+
+  // Rows of whole packs from a pack boundary: no edges.
+  FusedArgs w;
+  w.op = FusedOp::masked_softmax;
+  w.dtype = DType::f32;
+  w.rows = 3;
+  w.cols = 64;
+  w.x = at(0, 4);
+  w.out = at(4, 4);
+  w.x_stride = w.out_stride = 68;
+  CHECK_FALSE(detail::fused_row_edges(w));
+  w.x = at(1, 4);
+  w.out = at(5, 4);
+  CHECK(detail::fused_row_edges(w));  // every row a float past a boundary
+  w.x = at(0, 4);
+  w.x_stride = 65;
+  w.out = at(0, 4);
+  w.out_stride = 69;
+  CHECK(detail::fused_row_edges(w));  // rows 1 and 2 off the boundary
+  w.rows = 1;
+  CHECK_FALSE(detail::fused_row_edges(w));  // one row: its stride never counts
+  w.cols = 63;
+  CHECK(detail::fused_row_edges(w));  // a tail
 }

@@ -331,11 +331,11 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   CHECK(plan["block"] == 1024);
   CHECK(plan["grid"] == 132);  // one block an SM, a wave
   CHECK(has(plan["why"].get<std::string>(), "reverse chunk order"));
-  // An odd vocabulary takes the scalar path; the forward without the
-  // gradient reads each row once.
+  // An odd vocabulary takes the vector path with its rows' edges apart; the
+  // forward without the gradient reads each row once.
   const Result odd = deviceinfo("--props " + quoted(h100) + " --op cross_entropy_forward --plan 4096x50257:bf16");
   REQUIRE(odd.code == 0);
-  CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec1,v8>"));
+  CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec8,v4,edges>"));
   CHECK(has(odd.out, "one online (max, sum) pass (nothing to write)"));
 
   // A boolean mask over rows of 4096 bf16: one block a row.

@@ -3,18 +3,30 @@
 // decide who holds which packs of a row and how the threads combine their
 // partial results; a policy knows nothing of threads.
 //
-// A policy is built for one row (Policy op(args, row)) and offers:
+// A policy is built for one row from a column on (Policy op(args, row,
+// shift): pack p covers columns shift + p*PACK .. shift + p*PACK + PACK - 1
+// of every tensor), or from the same op's policy of another PACK (the same
+// row and shift: Scalar(body)), and offers:
 //   kSoftmax   the row needs an online (max, sum) pair of its values
 //   kSums      plain sums it needs besides (0..2, RowAcc::a and ::b)
 //   kReduces   either: the row's threads combine their partial results
+//   Elem       the storage type of the row's elements
 //   Item       the packs of one position: x, and dy or a mask pack
-//   load<H>(it, p)          loads pack p (columns p*PACK ...) of every tensor
+//   Scalar     the same op's policy on single elements (PACK = 1)
+//   load<H>(it, p)          loads pack p of every tensor
 //   accumulate(acc, it, p)  adds pack p to the thread's RowAcc
-//   finish(acc) -> Final    the row's constants, from the combined RowAcc
+//   finish(acc) -> Final    the row's constants, from the combined RowAcc;
+//                           Final is the same type for every PACK and
+//                           shift, so one row's policies share it
 //   writes()                whether the row has an output tensor
 //   store<S>(it, p, f)      writes pack p of the output
 //   epilogue(f)             per-row scalars (cross-entropy's loss and lse):
 //                           one thread of the row calls it
+// The vector kernels with edges run a row as a body of whole packs at
+// aligned addresses (the PACK policy, shifted by the row's head) and the
+// elements before and after it through Scalar built from the body's policy
+// (its pack p is column shift + p, p negative for the elements before the
+// body); both add into the same RowAcc. The other kernels use shift 0.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +59,18 @@ __device__ __forceinline__ float* ce_row_losses(const FusedArgs& a) {
 __device__ __forceinline__ std::int64_t target_of(const FusedArgs& a, std::int64_t row) {
   if (a.target_type == IndexType::i32) return static_cast<const std::int32_t*>(a.target)[row * a.target_stride];
   return static_cast<const std::int64_t*>(a.target)[row * a.target_stride];
+}
+
+// Row `row` of a tensor with `stride` elements between rows, from column
+// `shift` on, as packs of form V.
+template <class T, class V>
+__device__ __forceinline__ const V* fused_row(const void* base, std::int64_t row, std::int64_t stride,
+                                              std::int64_t shift) {
+  return reinterpret_cast<const V*>(static_cast<const T*>(base) + row * stride + shift);
+}
+template <class T, class V>
+__device__ __forceinline__ V* fused_row(void* base, std::int64_t row, std::int64_t stride, std::int64_t shift) {
+  return reinterpret_cast<V*>(static_cast<T*>(base) + row * stride + shift);
 }
 
 template <class V>
@@ -85,33 +109,39 @@ __device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
 // v = scale * x + mask (additive), -inf where masked (boolean, causal);
 // y = softmax(v). A row with every v = -inf gives NaN, or zeros when
 // zero_masked_rows.
+struct MaskedSoftmaxFinal {
+  float m, inv_s;
+  bool dead;
+};
+
 template <class T, int PACK, MaskKind MASK>
 struct MaskedSoftmaxOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 0;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
                                       std::conditional_t<MASK == MaskKind::boolean, BoolPack<PACK>, NoPack>>;
+  using Scalar = MaskedSoftmaxOp<T, 1, MASK>;
   struct Item {
     V x;
     MaskPack mk;
   };
-  struct Final {
-    float m, inv_s;
-    bool dead;
-  };
+  using Final = MaskedSoftmaxFinal;
 
   const V* x;
   V* out;
   const MaskPack* mask = nullptr;
-  int limit = 0;  // causal: the last column query i sees, clamped to [-1, cols]
+  // causal: the last column query i sees, clamped to [-1, cols], less the
+  // shift (a column of this policy's packs, p*PACK + e)
+  int limit = 0;
   float scale;
   int zero_rows;
 
-  __device__ __forceinline__ MaskedSoftmaxOp(const FusedArgs& a, std::int64_t row)
-      : x(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
-        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+  __device__ __forceinline__ MaskedSoftmaxOp(const FusedArgs& a, std::int64_t row, int shift)
+      : x(fused_row<T, V>(a.x, row, a.x_stride, shift)),
+        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
         scale(a.scale),
         zero_rows(a.zero_masked_rows) {
     if constexpr (MASK != MaskKind::none) {
@@ -119,11 +149,11 @@ struct MaskedSoftmaxOp {
       if constexpr (MASK == MaskKind::causal) {
         // 32-bit column compares (cols < 2^31) cost fewer registers.
         const std::int64_t last = i + a.causal_offset;
-        limit = static_cast<int>(last < -1 ? -1 : last > a.cols ? a.cols : last);
+        limit = static_cast<int>(last < -1 ? -1 : last > a.cols ? a.cols : last) - shift;
       } else {
         const std::int64_t bh = row / a.seq_q;
         const std::int64_t off = (bh / a.heads) * a.mask_batch_stride + (bh % a.heads) * a.mask_head_stride +
-                                 i * a.mask_row_stride;
+                                 i * a.mask_row_stride + shift;
         if constexpr (MASK == MaskKind::additive)
           mask = reinterpret_cast<const MaskPack*>(static_cast<const T*>(a.mask) + off);
         else
@@ -131,6 +161,16 @@ struct MaskedSoftmaxOp {
       }
     }
   }
+  // The same row and shift in packs of another size (Scalar from the body's
+  // policy): the same pointers and limit, nothing computed again.
+  template <int P>
+  __device__ __forceinline__ explicit MaskedSoftmaxOp(const MaskedSoftmaxOp<T, P, MASK>& o)
+      : x(reinterpret_cast<const V*>(o.x)),
+        out(reinterpret_cast<V*>(o.out)),
+        mask(reinterpret_cast<const MaskPack*>(o.mask)),
+        limit(o.limit),
+        scale(o.scale),
+        zero_rows(o.zero_rows) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -174,28 +214,38 @@ struct MaskedSoftmaxOp {
 
 // ------------------------------------------------------------ masked softmax backward
 // dx = scale * y * (dy - sum(dy * y)).
+struct DotFinal {
+  float dot;
+};
+
 template <class T, int PACK>
 struct MaskedSoftmaxBackwardOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 1;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
+  using Scalar = MaskedSoftmaxBackwardOp<T, 1>;
   struct Item {
     V y, dy;
   };
-  struct Final {
-    float dot;
-  };
+  using Final = DotFinal;
   const V* y;
   const V* dy;
   V* out;
   float scale;
 
-  __device__ __forceinline__ MaskedSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row)
-      : y(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
-        dy(row_ptr<T, PACK, V>(a.dy, row, a.dy_stride)),
-        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+  __device__ __forceinline__ MaskedSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row, int shift)
+      : y(fused_row<T, V>(a.x, row, a.x_stride, shift)),
+        dy(fused_row<T, V>(a.dy, row, a.dy_stride, shift)),
+        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
         scale(a.scale) {}
+  template <int P>
+  __device__ __forceinline__ explicit MaskedSoftmaxBackwardOp(const MaskedSoftmaxBackwardOp<T, P>& o)
+      : y(reinterpret_cast<const V*>(o.y)),
+        dy(reinterpret_cast<const V*>(o.dy)),
+        out(reinterpret_cast<V*>(o.out)),
+        scale(o.scale) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -282,7 +332,9 @@ struct CrossEntropyOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 2;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
+  using Scalar = CrossEntropyOp<T, 1>;
   struct Item {
     V x;
   };
@@ -290,13 +342,18 @@ struct CrossEntropyOp {
   const FusedArgs& a;
   const V* x;
   V* out;
-  CeRow r;
+  CeRow r;  // r.t less the shift: the target's column of this policy's packs
 
-  __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row)
+  __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row, int shift)
       : a(args),
-        x(row_ptr<T, PACK, V>(args.x, row, args.x_stride)),
-        out(args.out ? row_ptr<T, PACK, V>(args.out, row, args.out_stride) : nullptr),
-        r(ce_row(args, row)) {}
+        x(fused_row<T, V>(args.x, row, args.x_stride, shift)),
+        out(args.out ? fused_row<T, V>(args.out, row, args.out_stride, shift) : nullptr),
+        r(ce_row(args, row)) {
+    r.t -= shift;  // -1 (no target) stays below every column
+  }
+  template <int P>
+  __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o)
+      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -347,7 +404,9 @@ struct CrossEntropyBackwardOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
+  using Scalar = CrossEntropyBackwardOp<T, 1>;
   struct Item {
     V x;
   };
@@ -355,15 +414,20 @@ struct CrossEntropyBackwardOp {
   const FusedArgs& a;
   const V* x;
   V* out;
-  CeRow r;
+  CeRow r;  // r.t less the shift, as CrossEntropyOp's
   std::int64_t row;
 
-  __device__ __forceinline__ CrossEntropyBackwardOp(const FusedArgs& args, std::int64_t row_)
+  __device__ __forceinline__ CrossEntropyBackwardOp(const FusedArgs& args, std::int64_t row_, int shift)
       : a(args),
-        x(row_ptr<T, PACK, V>(args.x, row_, args.x_stride)),
-        out(row_ptr<T, PACK, V>(args.out, row_, args.out_stride)),
+        x(fused_row<T, V>(args.x, row_, args.x_stride, shift)),
+        out(fused_row<T, V>(args.out, row_, args.out_stride, shift)),
         r(ce_row(args, row_)),
-        row(row_) {}
+        row(row_) {
+    r.t -= shift;
+  }
+  template <int P>
+  __device__ __forceinline__ explicit CrossEntropyBackwardOp(const CrossEntropyBackwardOp<T, P>& o)
+      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r), row(o.row) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -393,17 +457,24 @@ struct ShardStatsOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 2;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
+  using Scalar = ShardStatsOp<T, 1>;
   struct Item {
     V x;
   };
   using Final = RowAcc;
   const FusedArgs& a;
   const V* x;
-  CeRow r;
+  CeRow r;  // r.t less the shift, as CrossEntropyOp's
 
-  __device__ __forceinline__ ShardStatsOp(const FusedArgs& args, std::int64_t row)
-      : a(args), x(row_ptr<T, PACK, V>(args.x, row, args.x_stride)), r(ce_row(args, row)) {}
+  __device__ __forceinline__ ShardStatsOp(const FusedArgs& args, std::int64_t row, int shift)
+      : a(args), x(fused_row<T, V>(args.x, row, args.x_stride, shift)), r(ce_row(args, row)) {
+    r.t -= shift;
+  }
+  template <int P>
+  __device__ __forceinline__ explicit ShardStatsOp(const ShardStatsOp<T, P>& o)
+      : a(o.a), x(reinterpret_cast<const V*>(o.x)), r(o.r) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -429,29 +500,36 @@ struct ShardStatsOp {
 
 // A shard's softmax or log_softmax from the whole row's lse (or its max
 // and log S): elementwise.
+struct ShardSoftmaxFinal {
+  float m, lse;
+};
+
 template <class T, int PACK>
 struct ShardSoftmaxOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
+  using Elem = T;
   using V = PackWords<T, PACK>;
+  using Scalar = ShardSoftmaxOp<T, 1>;
   struct Item {
     V x;
   };
-  struct Final {
-    float m, lse;
-  };
+  using Final = ShardSoftmaxFinal;
   const V* x;
   V* out;
   float m, lse;
   int log;
 
-  __device__ __forceinline__ ShardSoftmaxOp(const FusedArgs& a, std::int64_t row)
-      : x(row_ptr<T, PACK, V>(a.x, row, a.x_stride)),
-        out(row_ptr<T, PACK, V>(a.out, row, a.out_stride)),
+  __device__ __forceinline__ ShardSoftmaxOp(const FusedArgs& a, std::int64_t row, int shift)
+      : x(fused_row<T, V>(a.x, row, a.x_stride, shift)),
+        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
         m(a.row_max != nullptr ? a.row_max[row] : 0.0f),
         lse(a.lse[row]),
         log(a.log_softmax) {}
+  template <int P>
+  __device__ __forceinline__ explicit ShardSoftmaxOp(const ShardSoftmaxOp<T, P>& o)
+      : x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), m(o.m), lse(o.lse), log(o.log) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {

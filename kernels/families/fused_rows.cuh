@@ -15,16 +15,91 @@
 // Each thread issues the loads of all its packs before it reduces any, so a
 // thread has VPT loads in flight. Grids are grid-stride (runtime/src/
 // fused_planner.cpp sizes them); no workspace but cross-entropy's.
+// Each has a twin with edges (fused_*_edges_kernel, vector path only) for
+// rows that need not start or end on a pack: a row's body of whole packs
+// runs at aligned addresses as in the kernel without, and its few elements
+// before and after the body (RowSpan) ride along in registers of the row's
+// first threads (RowEdges), added and written with the packs. The kernels
+// without edges serve rows of whole packs and carry none of it.
 // Plus cross-entropy's two helpers: the count of its targets before the
 // rows (the mean's divisor, needed by the gradient in the same pass) and
 // the fixed-order sum of the rows' losses after.
 #pragma once
+
+#include <cstdint>
+#include <type_traits>
 
 #include "common/reduce.cuh"
 #include "families/fused_ops.cuh"
 #include "fused_variants.hpp"
 
 namespace duet::DUET_NS::kernels {
+
+// A row on the vector path: `head` elements before its first whole pack,
+// `body` whole packs from there, `tail` elements after them (head and tail
+// below PACK). The head comes from x's row start; every other tensor of
+// the row starts at the same offset within a pack (the launch checks it:
+// fused_rows_congruent), so the body is aligned in all of them. Counts are
+// 32-bit (cols < 2^31): fewer registers beside the edges.
+struct RowSpan {
+  int head, body, tail;
+};
+template <class T, int PACK>
+__device__ __forceinline__ RowSpan row_span(const FusedArgs& a, std::int64_t row) {
+  const auto start = reinterpret_cast<std::uintptr_t>(static_cast<const T*>(a.x) + row * a.x_stride) / sizeof(T);
+  const int to_pack = static_cast<int>((PACK - start % PACK) % PACK);
+  const int cols = static_cast<int>(a.cols);
+  const int head = cols < to_pack ? cols : to_pack;
+  return {head, (cols - head) / PACK, (cols - head) % PACK};
+}
+
+// The edge elements a thread of a row holds, in registers next to its
+// packs: the head's and the tail's elements, at most 2 (PACK - 1), are
+// numbered e = 0.. (head first) and thread t of the row's THREADS holds
+// e = t, t + THREADS, ... (one slot where THREADS >= 2 (PACK - 1): every
+// strategy but group_rows of 8 threads over 16-bit rows). The Scalar policy
+// is built from the body's, so both address the row from the same element
+// with the same pointers, causal limit and target column: head element e is
+// its element e - head, tail element e its element body * PACK + e - head.
+// The kernels take the edges first (loads, sums, stores): their registers
+// are then free while the packs' values are worked on.
+template <class Op, int PACK, int THREADS>
+struct RowEdges {
+  using Edge = typename Op::Scalar;
+  static_assert(PACK > 1, "edges are the vector path's");
+  static_assert(std::is_same_v<typename Edge::Final, typename Op::Final>, "the edges store with the body's Final");
+  static constexpr int kSlots = (2 * (PACK - 1) + THREADS - 1) / THREADS;
+  const Edge op;
+  bool has[kSlots];
+  int p[kSlots];
+  typename Edge::Item it[kSlots];
+
+  __device__ __forceinline__ RowEdges(const Op& body, const RowSpan& s, int thread, bool ok) : op(body) {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int e = thread + k * THREADS;
+      has[k] = ok && e < s.head + s.tail;
+      p[k] = e - s.head + (e < s.head ? 0 : s.body * PACK);
+    }
+  }
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load() {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      if (has[k]) op.template load<H>(it[k], p[k]);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc& acc) const {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      if (has[k]) op.accumulate(acc, it[k], p[k]);
+  }
+  __device__ __forceinline__ void store(const typename Op::Final& f, bool streaming) const {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      if (has[k]) op.store(it[k], p[k], f, streaming);
+  }
+};
 
 // The partial results of WIDTH consecutive lanes combined; every lane gets
 // the row's.
@@ -77,7 +152,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
        base += std::int64_t(gridDim.x) * kRowsPerBlock) {
     const std::int64_t row = base + group;
     const bool row_ok = row < a.rows;
-    const Op op(a, row_ok ? row : 0);
+    const Op op(a, row_ok ? row : 0, 0);
     typename Op::Item it[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
@@ -111,7 +186,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
   const std::int64_t packs = a.cols / PACK;
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    const Op op(a, row);
+    const Op op(a, row, 0);
     typename Op::Item it[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
@@ -150,7 +225,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
   const std::int64_t last_chunk = packs > 0 ? (packs - 1) / kChunk * kChunk : 0;
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    const Op op(a, row);
+    const Op op(a, row, 0);
     RowAcc acc;
     if constexpr (Op::kReduces) {
       // Pass 1: every chunk into the thread's partial results; the reads
@@ -188,6 +263,169 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
           if (p < packs) op.store(it[j], p, f, true);
         }
       }
+    }
+    if (tid == 0) op.epilogue(f, row);
+  }
+}
+
+// ------------------------------------------------------------ with edges
+template <class Op, int PACK, int GROUP, int VPT>
+__global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_edges_kernel(FusedArgs a) {
+  static_assert(GROUP >= 8, "a row's first lanes hold its edges");
+  constexpr int kRowsPerBlock = kFusedGroupBlock / GROUP;
+  const int lane = threadIdx.x % GROUP;
+  const int group = threadIdx.x / GROUP;
+  // The bound is uniform across the block, so whole warps stay converged
+  // for the shuffles when the last rows run out; rows' spans differ only in
+  // which loads and stores a lane makes.
+  for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < a.rows;
+       base += std::int64_t(gridDim.x) * kRowsPerBlock) {
+    const std::int64_t row = base + group;
+    const bool row_ok = row < a.rows;
+    const std::int64_t r = row_ok ? row : 0;
+    const RowSpan span = row_span<typename Op::Elem, PACK>(a, r);
+    const Op op(a, r, span.head);
+    RowEdges<Op, PACK, GROUP> edges(op, span, lane, row_ok);
+    typename Op::Item it[VPT];
+    edges.template load<LoadHint::keep>();
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int p = j * GROUP + lane;
+      if (row_ok && p < span.body) op.template load<LoadHint::keep>(it[j], p);
+    }
+    RowAcc acc;
+    edges.accumulate(acc);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int p = j * GROUP + lane;
+      if (row_ok && p < span.body) op.accumulate(acc, it[j], p);
+    }
+    if constexpr (Op::kReduces) acc = combine_lanes<Op, GROUP>(acc);
+    const auto f = op.finish(acc);
+    if (row_ok && op.writes()) {
+      edges.store(f, false);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const int p = j * GROUP + lane;
+        if (p < span.body) op.store(it[j], p, f, false);
+      }
+    }
+    if (row_ok && lane == 0) op.epilogue(f, row);
+  }
+}
+
+template <class Op, int PACK, int VPT>
+__global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kernel(FusedArgs a) {
+  __shared__ FusedScratch scratch;
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  int parity = 0;
+  for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
+    const Op op(a, row, span.head);
+    RowEdges<Op, PACK, kFusedBlockMinThreads> edges(op, span, tid, true);
+    typename Op::Item it[VPT];
+    edges.template load<LoadHint::keep>();
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int p = j * nt + tid;
+      if (p < span.body) op.template load<LoadHint::keep>(it[j], p);
+    }
+    RowAcc acc;
+    edges.accumulate(acc);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int p = j * nt + tid;
+      if (p < span.body) op.accumulate(acc, it[j], p);
+    }
+    if constexpr (Op::kReduces) {
+      acc = combine_block<Op>(acc, scratch, parity);
+      parity ^= 1;
+    }
+    const auto f = op.finish(acc);
+    if (op.writes()) {
+      edges.store(f, false);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const int p = j * nt + tid;
+        if (p < span.body) op.store(it[j], p, f, false);
+      }
+    }
+    if (tid == 0) op.epilogue(f, row);
+  }
+}
+
+// A pass-1 chunk of fused_stream_edges_kernel from pack c0: its loads, then
+// its sums; WITH_EDGES, the row's edges first.
+template <class Op, int VPT, bool WITH_EDGES, class Edges>
+__device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc, std::int64_t c0,
+                                                  std::int64_t packs) {
+  constexpr int nt = kFusedStreamBlock;
+  const int tid = threadIdx.x;
+  typename Op::Item it[VPT];
+  if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
+    if (p < packs) op.template load<LoadHint::keep>(it[j], p);
+  }
+  if constexpr (WITH_EDGES) edges.accumulate(acc);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
+    if (p < packs) op.accumulate(acc, it[j], p);
+  }
+}
+// A pass-2 chunk: its loads again, then its stores; WITH_EDGES, the edges
+// first.
+template <class Op, int VPT, bool WITH_EDGES, class Edges>
+__device__ __forceinline__ void stream_store(const Op& op, Edges& edges, const typename Op::Final& f, std::int64_t c0,
+                                             std::int64_t packs) {
+  constexpr int nt = kFusedStreamBlock;
+  const int tid = threadIdx.x;
+  typename Op::Item it[VPT];
+  if constexpr (WITH_EDGES) edges.template load<LoadHint::last_use>();
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
+    if (p < packs) op.template load<LoadHint::last_use>(it[j], p);
+  }
+  if constexpr (WITH_EDGES) edges.store(f, true);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
+    if (p < packs) op.store(it[j], p, f, true);
+  }
+}
+
+// The edges once a row, with the first chunk of each pass (their loads in
+// flight with the chunk's, their registers free after it): added in pass 1,
+// read again and written in pass 2.
+template <class Op, int PACK, int VPT>
+__global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kernel(FusedArgs a) {
+  __shared__ FusedScratch scratch;
+  constexpr std::int64_t kChunk = std::int64_t(kFusedStreamBlock) * VPT;  // packs a chunk
+  const int tid = threadIdx.x;
+  int parity = 0;
+  for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
+    const std::int64_t packs = span.body;
+    const Op op(a, row, span.head);
+    RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
+    RowAcc acc;
+    if constexpr (Op::kReduces) {
+      stream_accumulate<Op, VPT, true>(op, edges, acc, 0, packs);
+      for (std::int64_t c0 = kChunk; c0 < packs; c0 += kChunk)
+        stream_accumulate<Op, VPT, false>(op, edges, acc, c0, packs);
+      acc = combine_block<Op>(acc, scratch, parity);
+      parity ^= 1;
+    }
+    const auto f = op.finish(acc);
+    if (op.writes()) {
+      const std::int64_t last_chunk = packs > 0 ? (packs - 1) / kChunk * kChunk : 0;
+      stream_store<Op, VPT, true>(op, edges, f, last_chunk, packs);
+      for (std::int64_t c0 = last_chunk - kChunk; c0 >= 0; c0 -= kChunk)
+        stream_store<Op, VPT, false>(op, edges, f, c0, packs);
     }
     if (tid == 0) op.epilogue(f, row);
   }

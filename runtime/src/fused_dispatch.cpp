@@ -5,12 +5,14 @@
 #include <tuple>
 
 #include "backend_registry.hpp"
+#include "fused_variants.hpp"
 #include "log.hpp"
 
 namespace duet::detail {
 namespace {
 
-using FusedKey = std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, MaskKind, bool>;
+using FusedKey =
+    std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool>;
 
 // Plans per device and shape. Rows are part of the key (a plan's grid is
 // for its rows), so a run of many shapes could grow the map without bound:
@@ -20,8 +22,8 @@ std::mutex g_fused_mutex;
 std::map<FusedKey, FusedLaunch> g_fused_plans;
 
 FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
-  const FusedKey key{dev.backend(), dev.ordinal(), s.op,        s.dtype,   s.rows,
-                     s.cols,        s.vector_ok,  s.mask_kind, s.gradient};
+  const FusedKey key{dev.backend(), dev.ordinal(), s.op,          s.dtype,     s.rows,    s.cols,
+                     s.vector_ok,   s.row_edges,  s.mask_kind, s.gradient};
   std::lock_guard<std::mutex> lock(g_fused_mutex);
   auto it = g_fused_plans.find(key);
   if (it != g_fused_plans.end()) return it->second;
@@ -36,25 +38,28 @@ FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
 
 }  // namespace
 
-bool vector_aligned(const void* p, std::int64_t stride_bytes, std::int64_t row_bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && stride_bytes % 16 == 0 && row_bytes % 16 == 0;
-}
+bool fused_vector_ok(const FusedArgs& args) { return fused_rows_congruent(args, dtype_vec16(args.dtype)); }
+
+bool fused_row_edges(const FusedArgs& args) { return !fused_rows_on_packs(args, dtype_vec16(args.dtype)); }
 
 FusedShape fused_shape(const FusedArgs& a) {
-  const int elem = dtype_size(a.dtype);
   FusedShape s;
   s.op = a.op;
   s.dtype = a.dtype;
   s.rows = a.rows;
   s.cols = a.cols;
   s.gradient = a.op == FusedOp::cross_entropy && a.out != nullptr;
-  s.vector_ok = vector_aligned(a.x, a.x_stride * elem, a.cols * elem) &&
-                (a.out == nullptr || vector_aligned(a.out, a.out_stride * elem, a.cols * elem));
   return s;
 }
 
 void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream) {
-  const FusedLaunch launch = dev.is_gpu() ? cached_fused_launch(dev, shape) : FusedLaunch{};
+  FusedLaunch launch;
+  if (dev.is_gpu()) {
+    FusedShape s = shape;
+    s.vector_ok = fused_vector_ok(args);
+    s.row_edges = s.vector_ok && fused_row_edges(args);
+    launch = cached_fused_launch(dev, s);
+  }
   backend(dev.backend()).launch_fused(dev.ordinal(), args, launch, stream);
 }
 

@@ -9,18 +9,20 @@
 
 namespace duet::detail {
 
-// Whether every tensor of the rows is 16-byte aligned and a whole number of
-// 16-byte vectors long and apart: the pointer, the row stride in bytes and
-// the row's bytes (cols * elem) all multiples of 16. A null pointer (an
-// absent tensor) and a zero stride (a broadcast) pass.
-bool vector_aligned(const void* p, std::int64_t stride_bytes, std::int64_t row_bytes);
+// Whether the vector kernels serve the call: every tensor of a row starts
+// at the same offset within a 16-byte pack (fused_rows_congruent); the row
+// length and the offset itself are free.
+bool fused_vector_ok(const FusedArgs& args);
+// Whether some row is not whole 16-byte packs from its start (the vector
+// kernels with edges serve such rows).
+bool fused_row_edges(const FusedArgs& args);
 
 // The planner's view of a checked call that reads no mask (cross-entropy,
-// the vocabulary-parallel halves): vector_ok when x and out (if any) both
-// allow 16-byte accesses.
+// the vocabulary-parallel halves), but for vector_ok and row_edges.
 FusedShape fused_shape(const FusedArgs& args);
 
-// `args` has been checked; `shape` describes it for the planner.
+// `args` has been checked; `shape` describes it for the planner, but for
+// vector_ok and row_edges, which launch_fused sets from the args.
 void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream);
 
 }  // namespace duet::detail

@@ -2,7 +2,9 @@
 // (kernels/fused_variants.hpp) and which grid, from the device's properties
 // and the shape. Vendor-free.
 //
-// By row length in packs (16-byte vectors, or elements on the scalar path):
+// By row length in packs (16-byte vectors, or elements on the scalar path,
+// which serves tensors whose rows start at different offsets within a
+// pack; a row's elements off the vector grid do not count):
 //   up to 256 packs          group_rows: 8 or 32 threads a row, in registers
 //   up to a block's registers block_row: one block a row, the block size and
 //                            packs a thread that keep the most of a row
@@ -72,6 +74,7 @@ std::string fused_variant_name(const FusedVariant& v) {
   }
   name += ",v";
   name += std::to_string(v.vpt);
+  if (v.edges) name += ",edges";
   name += ">";
   return name;
 }
@@ -121,16 +124,24 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   require(static_cast<int>(mask) >= 0 && static_cast<int>(mask) <= 3, Status::invalid_argument,
           "unknown mask kind " + std::to_string(static_cast<int>(mask)));
 
-  const int vec = s.vector_ok && s.cols % dtype_vec16(s.dtype) == 0 ? dtype_vec16(s.dtype) : 1;
+  // The vector path takes any row length and start: a row is a body of
+  // whole packs and fewer than a pack's elements before and after it, which
+  // the row's first threads hold beside their packs (the entries with
+  // edges). The body is at most cols / vec packs (a row starting on a
+  // pack), so that is what a shape must cover.
+  const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
+  const bool edges = vec > 1 && (s.row_edges || s.cols % vec != 0);
   const std::int64_t nv = s.cols / vec;
-  const std::string packs = std::to_string(nv) + (vec > 1 ? " packs of " + std::to_string(vec) : " elements");
+  std::string packs = std::to_string(nv) + (vec > 1 ? " packs of " + std::to_string(vec) : " elements");
+  if (edges) packs += " (the elements off the pack grid apart)";
 
-  FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0};
+  FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0, edges};
   int threads = 0;
   std::string why;
-  if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, 3)[1]) {
+  const int longest = int(kFusedGroupShapes.size()) - 1;
+  if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, longest, edges)[1]) {
     for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
-      const auto shape = fused_group_shape(s.op, mask, g);
+      const auto shape = fused_group_shape(s.op, mask, g, edges);
       if (std::int64_t(shape[0]) * shape[1] >= nv) {
         v.group = shape[0];
         v.vpt = shape[1];
@@ -144,7 +155,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
     v.group = kFusedScalarGroup[0];
     v.vpt = fused_scalar_group_vpt(s.op, mask);
     threads = kFusedGroupBlock;
-    why = "row of " + packs + " (scalar path: not 16-byte aligned) fits " + std::to_string(v.group) +
+    why = "row of " + packs + " (scalar path: its tensors start rows at different offsets within 16 bytes) fits " +
+          std::to_string(v.group) +
           " threads x " + std::to_string(v.vpt) + " elements in registers";
   } else {
     // block_row: of the packs-a-thread choices that hold the row in one
@@ -152,7 +164,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
     // packs a block in use), ties to fewer packs a thread.
     std::int64_t best = 0;
     auto consider = [&](int vpt) {
-      const std::int64_t t = std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, 128, kFusedBlockMaxThreads);
+      const std::int64_t t =
+          std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, kFusedBlockMinThreads, kFusedBlockMaxThreads);
       if (t * vpt < nv) return;
       const std::int64_t resident = std::int64_t(blocks_per_sm(dev, static_cast<int>(t))) * std::min(nv, t * vpt);
       if (resident > best) {

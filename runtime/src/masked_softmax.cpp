@@ -97,7 +97,6 @@ bool validate(const Device& dev, const MaskedSoftmaxCall& c) {
 
 void run(const Device& dev, const MaskedSoftmaxCall& c) {
   if (!validate(dev, c)) return;
-  const int elem = dtype_size(c.dtype);
   FusedArgs a;
   a.op = c.backward ? FusedOp::masked_softmax_backward : FusedOp::masked_softmax;
   a.dtype = c.dtype;
@@ -126,21 +125,12 @@ void run(const Device& dev, const MaskedSoftmaxCall& c) {
     }
     if (c.mask.kind == MaskKind::causal) a.causal_offset = c.mask.causal_offset;
   }
-  const int mask_elem = c.mask.kind == MaskKind::boolean ? 1 : elem;
   FusedShape shape;
   shape.op = a.op;
   shape.dtype = c.dtype;
   shape.rows = c.rows;
   shape.cols = c.cols;
   shape.mask_kind = a.mask_kind;
-  shape.vector_ok =
-      detail::vector_aligned(c.x, c.x_stride * elem, c.cols * elem) &&
-      detail::vector_aligned(c.out, c.out_stride * elem, c.cols * elem) &&
-      (!c.backward || detail::vector_aligned(c.dy, c.dy_stride * elem, c.cols * elem)) &&
-      (!reads_mask(a.mask_kind) ||
-       (detail::vector_aligned(a.mask, a.mask_batch_stride * mask_elem, c.cols * mask_elem) &&
-        detail::vector_aligned(nullptr, a.mask_head_stride * mask_elem, 0) &&
-        detail::vector_aligned(nullptr, a.mask_row_stride * mask_elem, 0)));
   detail::launch_fused(dev, a, shape, c.stream);
 }
 

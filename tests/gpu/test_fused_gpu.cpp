@@ -5,8 +5,10 @@
 // and without the gradient, in place, every reduction, ignore_index,
 // label smoothing, z-loss, extreme and non-finite logits, odd vocabularies,
 // invalid targets) and backward, over every plan class: group_rows,
-// block_row and stream_row, vector and scalar paths. Outputs are poisoned
-// with NaN first, so an element left unwritten fails.
+// block_row and stream_row, the vector path (odd lengths and misaligned
+// views with element-wise edges) and the scalar path (tensors whose rows
+// start at different offsets within a pack). Outputs are poisoned with NaN
+// first, so an element left unwritten fails.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -186,8 +188,26 @@ void run_masked(const Device& dev, const MsCase& c) {
   shape.rows = rows;
   shape.cols = cols;
   shape.mask_kind = c.backward ? MaskKind::none : c.mask;
-  shape.vector_ok = c.misalign == 0 && cols % dtype_vec16(dt) == 0 && c.x_pad % dtype_vec16(dt) == 0 &&
-                    c.out_pad % dtype_vec16(dt) == 0;
+  FusedArgs args;
+  args.op = shape.op;
+  args.dtype = dt;
+  args.rows = rows;
+  args.cols = cols;
+  args.x = call.x;
+  args.x_stride = call.x_stride;
+  args.out = call.out;
+  args.out_stride = call.out_stride;
+  args.dy = call.dy;
+  args.dy_stride = call.dy_stride;
+  args.mask_kind = shape.mask_kind;
+  args.mask = call.mask.data;
+  args.heads = c.heads;
+  args.seq_q = c.seq_q;
+  args.mask_batch_stride = call.mask.batch_stride;
+  args.mask_head_stride = call.mask.head_stride;
+  args.mask_row_stride = call.mask.row_stride;
+  shape.vector_ok = fused_rows_congruent(args, dtype_vec16(dt));
+  shape.row_edges = !fused_rows_on_packs(args, dtype_vec16(dt));
   INFO(c.name(), " via ", plan_name(dev, shape));
   run(dev, call);
   synchronize(dev);
@@ -210,8 +230,7 @@ void run_masked(const Device& dev, const MsCase& c) {
 }
 
 // Row lengths of every plan class: group_rows (up to 256 packs), block_row
-// (a block's registers), stream_row (past them), odd lengths on the scalar
-// path.
+// (a block's registers), stream_row (past them), odd lengths with a tail.
 const std::vector<std::int64_t> kMaskedCols = {1, 7, 64, 128, 200, 1000, 2048, 4096, 8192, 16384, 32768, 40000, 131072};
 
 std::int64_t queries_for(std::int64_t cols) { return std::clamp<std::int64_t>((std::int64_t(1) << 18) / cols / 4, 1, 64); }
@@ -334,7 +353,8 @@ void run_ce(const Device& dev, const CeCase& c) {
   shape.rows = rows;
   shape.cols = cols;
   shape.gradient = c.gradient;
-  shape.vector_ok = cols % dtype_vec16(dt) == 0 && c.pad % dtype_vec16(dt) == 0;
+  shape.vector_ok = true;  // the logits and the gradient at the same strides from aligned buffers
+  shape.row_edges = stride % dtype_vec16(dt) != 0;
   INFO(c.name(), " via ", plan_name(dev, shape));
   run(dev, call);
   synchronize(dev);
@@ -455,7 +475,8 @@ void run_ce_backward(const Device& dev, const CeCase& c) {
   shape.dtype = dt;
   shape.rows = rows;
   shape.cols = cols;
-  shape.vector_ok = cols % dtype_vec16(dt) == 0 && c.pad % dtype_vec16(dt) == 0;
+  shape.vector_ok = true;  // as the forward's
+  shape.row_edges = stride % dtype_vec16(dt) != 0;
   INFO("backward ", c.name(), " via ", plan_name(dev, shape));
   run(dev, call);
   synchronize(dev);
@@ -526,7 +547,7 @@ TEST_CASE("fused masked softmax: strides, misaligned rows, in place, temperature
       c.out_pad = 24;
       run_masked(dev, c);
       MsCase odd = c;
-      odd.x_pad = 3;  // rows misaligned: the scalar path
+      odd.x_pad = 3;  // x's rows at other offsets within a pack than y's: the scalar path
       run_masked(dev, odd);
       MsCase shifted = c;
       shifted.mask = MaskKind::causal;

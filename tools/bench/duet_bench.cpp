@@ -364,7 +364,12 @@ int main(int argc, char** argv) {
       shape.dtype = dt;
       shape.rows = rows;
       shape.cols = cols;
-      shape.vector_ok = cols % duet::dtype_vec16(dt) == 0;
+      // Dense rows from the buffers' starts: every tensor's rows at the same
+      // offsets within a pack (odd lengths take the kernels with edges), but
+      // for a [B, 1, Sq, Sk] mask, whose head stride of 0 moves its rows
+      // against the scores' unless a head's Sq x Sk scores are whole packs.
+      const std::int64_t vec = duet::dtype_vec16(dt);
+      shape.vector_ok = mask_bytes == 0 || heads == 1 || (seq_q * cols) % vec == 0;
       shape.gradient = grad;
       std::function<void(int)> launch;
       if (ce) {

@@ -17,10 +17,19 @@ struct FusedShape {
   DType dtype = DType::f32;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  // 16-byte accesses are possible for every tensor of the row.
+  // Every tensor of a row starts at the same offset within a 16-byte pack
+  // (pointers and row strides congruent modulo the pack's elements), so
+  // the vector kernels serve the rows: whole packs at aligned addresses,
+  // the elements before and after them one at a time. Row lengths and the
+  // offset itself are free. The library's calls set it from their tensors.
   bool vector_ok = true;
   MaskKind mask_kind = MaskKind::none;
   bool gradient = false;  // cross_entropy: the forward writes the gradient
+  // vector_ok rows that do not all start on a 16-byte boundary (a view at an
+  // odd element, a row stride not a whole number of packs): the vector
+  // kernels with edges serve them. A row length not a whole number of packs
+  // needs them whatever this says. The library's calls set it.
+  bool row_edges = false;
 };
 
 struct FusedPlan {
