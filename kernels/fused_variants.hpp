@@ -74,10 +74,11 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
 // group_rows shapes (threads a row, packs a thread) on the vector path,
 // light ops, for rows of up to 16, 64, 128 and 256 packs: at least 8 threads
 // a row (a warp's load covers whole 128-byte lines) and 2 packs a thread in
-// flight; the others keep half the packs of the longer shapes (rows up to
-// 16, 32, 64, 128): the shortest keeps 2, since one pack a thread (and 32
-// threads for a row of 16 packs, half of them idle) left too few loads in
-// flight to cover memory latency.
+// flight; the others cover rows up to 16, 32, 64 and 128 packs with 2
+// packs a thread for the two shortest (8 and 16 threads a row) and half the
+// light ops' packs for the longer two: one pack a thread (32 threads for a
+// row of 16 or 32 packs) left too few loads in flight to cover memory
+// latency.
 // With edges (rows off the pack grid), the longest additive-mask shape keeps
 // 3 packs a thread: 4 packs of scores and mask and the edges' registers
 // spill past kFusedRegisterCap (ptxas -v, sm_80 and sm_90).
@@ -87,7 +88,9 @@ constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i,
   const bool longest = i + 1 == int(kFusedGroupShapes.size());
   if (edges && longest && op == FusedOp::masked_softmax && mask == MaskKind::additive)
     return {kFusedGroupShapes[i][0], 3};
-  return {kFusedGroupShapes[i][0], fused_light(op, mask) || i == 0 ? vpt : vpt / 2};
+  if (fused_light(op, mask) || i == 0) return kFusedGroupShapes[i];
+  if (i == 1) return {16, 2};
+  return {kFusedGroupShapes[i][0], vpt / 2};
 }
 // block_row packs a thread on the vector path (others: half; causal too,
 // whose column compares spill 8 packs of 16-bit values on sm_80).

@@ -276,21 +276,31 @@ struct CeRow {
   int t;         // the target column, or -1 (ignored or invalid)
   bool ignored;
   bool invalid;
+  bool here;     // the target column is in this row's columns (t >= 0 before any shift)
 };
 // Targets are classes of the whole vocabulary (fused_vocab); a shard
 // (vocab_start > 0 or vocab > cols) holds the one-hot column of the rows
 // whose target falls in [vocab_start, vocab_start + cols). shard_stats
 // without targets: no target column, nothing ignored or invalid.
 __device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
-  CeRow r{-1, false, false};
+  CeRow r{-1, false, false, false};
   if (a.target == nullptr) return r;
   const std::int64_t t = target_of(a, row);
   const std::int64_t vocab = a.vocab > 0 ? a.vocab : a.cols;
   r.ignored = t == a.ignore_index;
   r.invalid = !r.ignored && (t < 0 || t >= vocab);
   const std::int64_t local = t - a.vocab_start;
-  r.t = r.ignored || r.invalid || local < 0 || local >= a.cols ? -1 : static_cast<int>(local);
+  r.here = !r.ignored && !r.invalid && local >= 0 && local < a.cols;
+  r.t = r.here ? static_cast<int>(local) : -1;
   return r;
+}
+// The row's target logit x[t] (0 without a target here), one load a thread
+// issued with the row's first loads: no compare an element to pick it out.
+template <class T>
+__device__ __forceinline__ float target_logit(const FusedArgs& a, std::int64_t row, const CeRow& r) {
+  if (!r.here) return 0.0f;
+  using W = PackWords<T, 1>;
+  return element<T>(reinterpret_cast<const W*>(static_cast<const T*>(a.x) + row * a.x_stride)[r.t], 0);
 }
 // g: the upstream gradient of the row's loss (mean divides by the rows
 // counted, which the count kernel has put in the workspace).
@@ -326,11 +336,11 @@ __device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int
 }
 
 // The forward: lse by the online pair, a = sum of x (label smoothing),
-// b = x[t]; the gradient for an upstream 1 where out is set.
+// x[t] loaded once; the gradient for an upstream 1 where out is set.
 template <class T, int PACK>
 struct CrossEntropyOp {
   static constexpr bool kSoftmax = true;
-  static constexpr int kSums = 2;
+  static constexpr int kSums = 1;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
@@ -343,31 +353,28 @@ struct CrossEntropyOp {
   const V* x;
   V* out;
   CeRow r;  // r.t less the shift: the target's column of this policy's packs
+  float xt;  // the target logit
 
   __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row, int shift)
       : a(args),
         x(fused_row<T, V>(args.x, row, args.x_stride, shift)),
         out(args.out ? fused_row<T, V>(args.out, row, args.out_stride, shift) : nullptr),
-        r(ce_row(args, row)) {
+        r(ce_row(args, row)),
+        xt(target_logit<T>(args, row, r)) {
     r.t -= shift;  // -1 (no target) stays below every column
   }
   template <int P>
   __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o)
-      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r) {}
+      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
     it.x = load_hinted<H>(x + p);
   }
-  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
     online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
-    const int c0 = static_cast<int>(p) * PACK;
 #pragma unroll
-    for (int e = 0; e < PACK; ++e) {
-      const float v = element<T>(it.x, e);
-      acc.a += v;
-      acc.b += c0 + e == r.t ? v : 0.0f;
-    }
+    for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.x, e);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const {
     const float log_s = logf(acc.s);
@@ -378,7 +385,7 @@ struct CrossEntropyOp {
     // large the logits (m + log(s) rounds to the spacing of m). The
     // smoothing term only where eps is set: a -inf logit makes the row's
     // sum -inf, and 0 * -inf would turn a finite loss into NaN.
-    float loss = (1.0f - eps) * ((acc.m - acc.b) + log_s) + a.z_loss * lse * lse;
+    float loss = (1.0f - eps) * ((acc.m - xt) + log_s) + a.z_loss * lse * lse;
     if (eps != 0.0f) loss += eps * ((acc.m - acc.a / static_cast<float>(a.cols)) + log_s);
     f.loss = r.ignored ? 0.0f : r.invalid ? kNaN : loss;
     return f;
@@ -449,13 +456,13 @@ struct CrossEntropyBackwardOp {
 };
 
 // ------------------------------------------------------------ vocabulary-parallel halves
-// A shard's statistics: the online pair, a = sum of x, b = the target's
-// logit where the target falls in this shard. Nothing is written but the
-// row's four floats.
+// A shard's statistics: the online pair, a = sum of x, and the target's
+// logit (loaded once) where the target falls in this shard. Nothing is
+// written but the row's four floats.
 template <class T, int PACK>
 struct ShardStatsOp {
   static constexpr bool kSoftmax = true;
-  static constexpr int kSums = 2;
+  static constexpr int kSums = 1;
   static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
@@ -466,35 +473,32 @@ struct ShardStatsOp {
   using Final = RowAcc;
   const FusedArgs& a;
   const V* x;
-  CeRow r;  // r.t less the shift, as CrossEntropyOp's
+  CeRow r;
+  float xt;  // the target logit
 
   __device__ __forceinline__ ShardStatsOp(const FusedArgs& args, std::int64_t row, int shift)
-      : a(args), x(fused_row<T, V>(args.x, row, args.x_stride, shift)), r(ce_row(args, row)) {
-    r.t -= shift;
-  }
+      : a(args),
+        x(fused_row<T, V>(args.x, row, args.x_stride, shift)),
+        r(ce_row(args, row)),
+        xt(target_logit<T>(args, row, r)) {}
   template <int P>
   __device__ __forceinline__ explicit ShardStatsOp(const ShardStatsOp<T, P>& o)
-      : a(o.a), x(reinterpret_cast<const V*>(o.x)), r(o.r) {}
+      : a(o.a), x(reinterpret_cast<const V*>(o.x)), r(o.r), xt(o.xt) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
     it.x = load_hinted<H>(x + p);
   }
-  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
     online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
-    const int c0 = static_cast<int>(p) * PACK;
 #pragma unroll
-    for (int e = 0; e < PACK; ++e) {
-      const float v = element<T>(it.x, e);
-      acc.a += v;
-      acc.b += c0 + e == r.t ? v : 0.0f;
-    }
+    for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.x, e);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const { return acc; }
   __device__ __forceinline__ bool writes() const { return false; }
   __device__ __forceinline__ void store(const Item&, std::int64_t, const Final&, bool) const {}
   __device__ __forceinline__ void epilogue(const Final& f, std::int64_t row) const {
-    reinterpret_cast<float4*>(a.stats)[row] = make_float4(f.m, f.s, r.invalid ? kNaN : f.b, f.a);
+    reinterpret_cast<float4*>(a.stats)[row] = make_float4(f.m, f.s, r.invalid ? kNaN : xt, f.a);
   }
 };
 
