@@ -335,6 +335,16 @@ __device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int
   return f.c_p * (exp_shifted(x, f.m) * f.inv_s) - (col == t ? f.c_t : 0.0f) - f.c_u;
 }
 
+// A pack of logits into a row's partial results, as the cross-entropy
+// forward and a shard's statistics both take them: the online pair and
+// a = the sum of the logits.
+template <class T, int PACK, class V>
+__device__ __forceinline__ void logit_sums(RowAcc& acc, const V& x) {
+  online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(x, e); });
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) acc.a += element<T>(x, e);
+}
+
 // The forward: lse by the online pair, a = sum of x (label smoothing),
 // x[t] loaded once; the gradient for an upstream 1 where out is set.
 template <class T, int PACK>
@@ -372,9 +382,7 @@ struct CrossEntropyOp {
     it.x = load_hinted<H>(x + p);
   }
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
-    online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
-#pragma unroll
-    for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.x, e);
+    logit_sums<T, PACK>(acc, it.x);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const {
     const float log_s = logf(acc.s);
@@ -490,9 +498,7 @@ struct ShardStatsOp {
     it.x = load_hinted<H>(x + p);
   }
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
-    online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
-#pragma unroll
-    for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.x, e);
+    logit_sums<T, PACK>(acc, it.x);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const { return acc; }
   __device__ __forceinline__ bool writes() const { return false; }

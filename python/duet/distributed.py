@@ -95,7 +95,7 @@ _PROBLEMS = {
 }
 
 
-def _local_problem(x, target, backend, comm_device, vocab, ignore_index, fn):
+def _local_problem(x, target, backend, comm_device):
     """(code, message) of what is wrong with this rank's own input, or (0, None)."""
     if not isinstance(x, torch.Tensor) or x.dtype not in T.DTYPE_CODES or x.dim() == 0 or x.shape[-1] == 0:
         what = (type(x).__name__ if not isinstance(x, torch.Tensor)
@@ -127,7 +127,7 @@ def _exchange_checks(x, target, rank, world, group, backend, options, fn):
     wrong or the ranks disagree. Returns the shard width."""
     comm_device = _comm_device(backend)
     cols = x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() > 0 else 0
-    code, message = _local_problem(x, target, backend, comm_device, cols * world, options[0], fn)
+    code, message = _local_problem(x, target, backend, comm_device)
     rows = x.numel() // cols if code == 0 and cols else 0
     meta = torch.zeros(12, dtype=torch.int64)
     meta[0], meta[1], meta[2] = code, rows, cols
@@ -223,7 +223,7 @@ def _prepare(input, target, group, options, validate, fn):
     if validate:
         cols = _exchange_checks(input, target, rank, world, group, backend, options, fn)
     else:
-        code, message = _local_problem(input, target, backend, _comm_device(backend), 0, options[0], fn)
+        code, message = _local_problem(input, target, backend, _comm_device(backend))
         if code:
             raise ValueError(f"duet.distributed.{fn}: rank {rank}: {message}")
         cols = input.shape[-1]
