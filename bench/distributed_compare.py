@@ -3,9 +3,8 @@
 one run of `world` processes, one GPU each:
 
   duet_tp        duet.distributed.cross_entropy forward + backward on each
-                 rank's [M, V / world] shard (validate=False and True; both
-                 combines: one all-gather of the statistics, or a MAX then a
-                 SUM all-reduce)
+                 rank's [M, V / world] shard (validate=False, the training
+                 loop's mode, and the checking default validate=True)
   megatron_tp    a pure-torch vocabulary-parallel cross-entropy written the
                  way Megatron-LM's tensor_parallel/cross_entropy.py computes
                  it (float32 logits, max all-reduce, target logit
@@ -16,8 +15,13 @@ one run of `world` processes, one GPU each:
                  mode) and F.cross_entropy
 
 Device time with CUDA events, the median of repeats after warm-up, every
-rank in step (a barrier before each timed batch); the ratio the issue asks
-for is duet_tp / single (the default mode, the same passes).
+rank in step (a barrier before each timed batch), two ways: calls made one
+after another from Python (ms_tp, ms_single_gpu; where the host takes
+longer to enqueue a call than the GPU to run it, that is the host's time,
+host_issue_ms_rank0 says), and the same calls enqueued while the GPU
+spins (host_ahead: the device's time, as a training step whose host runs
+ahead of its GPU sees it). The ratio the issue asks for is
+duet_tp / single (duet's default mode, the same passes).
 
     DUET_LIBRARY=build/libduet.so PYTHONPATH=python torchrun --nproc-per-node 2 \\
         bench/distributed_compare.py --out bench/results/h200x2/distributed
@@ -37,7 +41,7 @@ import duet
 import duet.distributed as dd
 
 
-def time_ms(fn, warmup=3, repeats=15, batch=3):
+def time_ms(fn, warmup=3, repeats=10, batch=10):
     """Median device time of one fn() call, every rank starting together."""
     for _ in range(warmup):
         fn()
@@ -55,6 +59,46 @@ def time_ms(fn, warmup=3, repeats=15, batch=3):
     t = torch.tensor([statistics.median(times)], device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's
     return float(t)
+
+
+def device_ms(fn, repeats=10, batch=10, head_start_cycles=40_000_000):
+    """Median device time of one fn() call with the host ahead of the GPU:
+    each batch is enqueued while the GPU spins (torch.cuda._sleep, about
+    20 ms at the H200's clock), so the events time the GPU's work without the
+    host's launch gaps. Also gives the host's enqueue time of a batch, which
+    must stay below the head start."""
+    for _ in range(3):
+        fn()
+    times, enqueue = [], []
+    for _ in range(repeats):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(head_start_cycles)
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        enqueue.append((time.perf_counter() - t0) * 1e3)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / batch)
+    t = torch.tensor([statistics.median(times), max(enqueue)], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return {"ms": float(t[0]), "host_enqueue_ms_a_batch": float(t[1])}
+
+
+def issue_ms(fn, calls=30):
+    """Host time to enqueue one fn() call (no synchronization inside): where
+    it exceeds the device time, the host, not the GPU, sets the pace."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    issued = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return issued * 1e3 / calls
 
 
 class MegatronStyleCrossEntropy(torch.autograd.Function):
@@ -116,7 +160,7 @@ def main():
     whole = full.clone().requires_grad_()
     want = duet.cross_entropy(whole, target)
     want.backward()
-    loss_err = abs(float(loss) - float(want))
+    loss_err = abs(float(loss.detach()) - float(want.detach()))
     grad_err = float((leaf.grad.float() - whole.grad[:, rank * cols:(rank + 1) * cols].float()).abs().max())
     leaf.grad = None
 
@@ -131,13 +175,11 @@ def main():
         MegatronStyleCrossEntropy.apply(leaf, target, rank * cols, (rank + 1) * cols).backward()
         leaf.grad = None
 
-    ms = {}
-    for combine in ("gather", "allreduce"):
-        dd.COMBINE = combine
-        ms[f"duet_tp_{combine}"] = time_ms(duet_tp(False, False))
-        ms[f"duet_tp_{combine}_validate"] = time_ms(duet_tp(True, False))
-    dd.COMBINE = "gather"
-    ms["megatron_tp"] = time_ms(megatron_tp)
+    ms = {"duet_tp": time_ms(duet_tp(False, False)), "duet_tp_inplace": time_ms(duet_tp(False, True)),
+          "duet_tp_validate": time_ms(duet_tp(True, False)), "megatron_tp": time_ms(megatron_tp)}
+    dist.barrier()
+    host_ms = {"duet_tp": issue_ms(duet_tp(False, False))}
+    ahead = {"duet_tp": device_ms(duet_tp(False, False)), "megatron_tp": device_ms(megatron_tp)}
 
     # The whole tensor on one GPU (rank 0; the other ranks wait at the barriers).
     single = {}
@@ -164,9 +206,10 @@ def main():
     single["duet"] = time_ms(on_rank0(duet_single))
     single["duet_inplace"] = time_ms(on_rank0(duet_single_inplace))
     single["torch"] = time_ms(on_rank0(torch_single))
+    ahead["single_duet"] = device_ms(on_rank0(duet_single))
+    ahead["single_torch"] = device_ms(on_rank0(torch_single))
 
     if rank == 0:
-        best = min(ms[f"duet_tp_{c}"] for c in ("gather", "allreduce"))
         doc = {
             "device": torch.cuda.get_device_name(), "gpus": world,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())), "torch": torch.__version__,
@@ -175,9 +218,12 @@ def main():
                                      text=True).stdout.strip() or "unknown",
             "shape": [m, cols * world], "dtype": "bfloat16", "shard_cols": cols,
             "loss_abs_err": loss_err, "grad_max_abs_err": grad_err,
-            "ms_tp": ms, "ms_single_gpu": single,
-            "ratio_tp_to_single_duet": best / single["duet"],
-            "speedup_over_megatron_style": ms["megatron_tp"] / best,
+            "ms_tp": ms, "ms_single_gpu": single, "host_issue_ms_rank0": host_ms, "host_ahead": ahead,
+            "ratio_tp_to_single_duet": ms["duet_tp"] / single["duet"],
+            "ratio_tp_validate_to_single_duet": ms["duet_tp_validate"] / single["duet"],
+            "speedup_over_megatron_style": ms["megatron_tp"] / ms["duet_tp"],
+            "ratio_tp_to_single_duet_host_ahead": ahead["duet_tp"]["ms"] / ahead["single_duet"]["ms"],
+            "speedup_over_megatron_style_host_ahead": ahead["megatron_tp"]["ms"] / ahead["duet_tp"]["ms"],
         }
         print(json.dumps(doc, indent=1))
         if args.out:

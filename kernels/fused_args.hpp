@@ -21,6 +21,10 @@ enum class FusedOp : int {
   // every row's vocabulary, columns [vocab_start, vocab_start + cols).
   shard_stats = 4,    // stats = per row {max, sum exp(x - max), x[t - vocab_start] or 0, sum x}
   shard_softmax = 5,  // out = exp(x - lse), or x - lse with log_softmax (x - row_max where given)
+  // Every shard's statistics (stats, `shards` shards of rows) into the
+  // whole rows' combined_max, log_sum, lse and loss (kernels/shard_combine.hpp).
+  // Not a row kernel of the catalogue: no plan, one thread a row.
+  shard_combine = 6,
 };
 
 enum class MaskKind : int {
@@ -80,7 +84,10 @@ struct FusedArgs {
   // valid and only has no one-hot term here; label smoothing divides by vocab.
   std::int64_t vocab_start = 0;
   std::int64_t vocab = 0;
-  float* stats = nullptr;  // shard_stats: 4 floats a row, 16-byte aligned
+  float* stats = nullptr;  // shard_stats: 4 floats a row, 16-byte aligned (shard_combine: shards of them, read)
+  std::int64_t shards = 0;          // shard_combine: shards whose statistics stats holds
+  float* combined_max = nullptr;    // shard_combine, optional: each row's M
+  float* log_sum = nullptr;         // shard_combine, optional: each row's log S
   int log_softmax = 0;     // shard_softmax: 1 writes x - lse
   const float* row_max = nullptr;  // shard_softmax, optional: lse is then log S of x - row_max
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned

@@ -11,6 +11,7 @@
 #include "gpu_check.hpp"
 #include "backend_api.hpp"
 #include "families/fused_rows.cuh"
+#include "families/shard_combine.cuh"
 #include "fused_variants.hpp"
 
 namespace duet::DUET_NS {
@@ -86,30 +87,39 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
 }  // namespace
 
 void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch, void* stream) {
-  check_variant(args, launch);
+  const bool combine = args.op == FusedOp::shard_combine;
+  if (!combine) check_variant(args, launch);
   if (args.rows == 0 || args.cols == 0) return;
-  const bool ce = args.op == FusedOp::cross_entropy || args.op == FusedOp::cross_entropy_backward;
+  // A loss: the cross-entropy forward, and the combine of a shard's
+  // statistics where asked (both reduce through the workspace).
+  const bool loss = args.op == FusedOp::cross_entropy || (combine && args.loss != nullptr);
+  const bool ce = loss || args.op == FusedOp::cross_entropy_backward;
   if (ce && args.workspace == nullptr)
     throw Error(Status::invalid_argument, "cross-entropy needs its workspace (cross_entropy_workspace_bytes)");
   DeviceGuard guard(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
-  // Counting targets: the forward always (the invalid count, and the mean's
-  // divisor for the gradient written in the same pass); the backward for the
-  // mean's divisor.
-  const bool count = args.op == FusedOp::cross_entropy ||
-                     (args.op == FusedOp::cross_entropy_backward && args.reduction == Reduction::mean);
+  // Counting targets: a loss always (the invalid count, and the mean's
+  // divisor, which the forward's gradient written in the same pass needs
+  // too); the backward for the mean's divisor.
+  const bool count = loss || (args.op == FusedOp::cross_entropy_backward && args.reduction == Reduction::mean);
+  const auto helper_blocks = [&] {
+    return dim3(static_cast<unsigned>(
+        std::min<std::int64_t>((args.rows + kernels::kCeHelperBlock - 1) / kernels::kCeHelperBlock, 1024)));
+  };
   if (count) {
     DUET_GPU_CHECK(cudaMemsetAsync(args.workspace, 0, kCrossEntropyCountersBytes, s));
-    const std::int64_t blocks =
-        std::min<std::int64_t>((args.rows + kernels::kCeHelperBlock - 1) / kernels::kCeHelperBlock, 1024);
-    kernels::ce_count_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
+    kernels::ce_count_kernel<<<helper_blocks(), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
     DUET_GPU_CHECK(cudaGetLastError());
   }
-  const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(launch.variant)];
-  const dim3 grid(static_cast<unsigned>(launch.geometry.grid)), block(static_cast<unsigned>(launch.geometry.block));
-  fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(args);
+  if (combine) {
+    kernels::shard_combine_kernel<<<helper_blocks(), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
+  } else {
+    const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(launch.variant)];
+    const dim3 grid(static_cast<unsigned>(launch.geometry.grid)), block(static_cast<unsigned>(launch.geometry.block));
+    fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(args);
+  }
   DUET_GPU_CHECK(cudaGetLastError());
-  if (args.op == FusedOp::cross_entropy) {
+  if (loss) {
     if (args.reduction != Reduction::none) {
       kernels::ce_finalize_kernel<<<dim3(1), dim3(kernels::kCeHelperBlock), 0, s>>>(args);
       DUET_GPU_CHECK(cudaGetLastError());

@@ -321,6 +321,35 @@ static void vocab_parallel(void) {
     lse[r] = (float)(m + log(se)); /* this shard's alone, as if it were the whole row */
   }
 
+  /* The combine of this one shard's statistics: its own lse, and the loss
+   * (M - x_t) + log S (row 0's target is another shard's, so x_t = 0; row
+   * 2 is ignored). */
+  float combined[R], loss[R];
+  for (int r = 0; r < R; ++r) combined[r] = loss[r] = POISON;
+  duet_cross_entropy_options_t no_reduction = {-100, 0.0f, 0.0f, DUET_REDUCTION_NONE};
+  s = duet_shard_combine(kHost, 0, R, stats, DUET_INDEX_I64, t, 1, 12, &no_reduction, NULL, NULL, combined, loss,
+                         NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("shards must be >= 1"), "%d %s", s, duet_last_error());
+  s = duet_shard_combine(kHost, 1, R, stats, DUET_INDEX_I64, NULL, 1, 12, &no_reduction, NULL, NULL, combined, loss,
+                         NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("the loss needs the targets"), "%d %s", s, duet_last_error());
+  s = duet_shard_combine(kHost, 1, R, stats, DUET_INDEX_I64, t, 1, 12, &no_reduction, NULL, NULL, stats + 4, loss,
+                         NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse and stats overlap"), "%d %s", s, duet_last_error());
+  s = duet_shard_combine(kHost, 1, R, stats, DUET_INDEX_I64, bad_t, 1, 12, &no_reduction, NULL, NULL, combined, loss,
+                         NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("target 12 of row 1"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(combined, R) && all_poison(loss, R), "a refused duet_shard_combine wrote its outputs");
+  s = duet_shard_combine(kHost, 1, R, stats, DUET_INDEX_I64, t, 1, 12, &no_reduction, NULL, NULL, combined, loss,
+                         NULL, NULL, 0, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  for (int r = 0; r < R; ++r) {
+    const float* st = stats + 4 * r;
+    const double want_loss = r == 2 ? 0.0 : ((double)st[0] - st[2]) + log((double)st[1]);
+    EXPECT(fabs(combined[r] - lse[r]) <= 1e-6 * fabs(lse[r]) + 1e-6 && fabs(loss[r] - want_loss) <= 1e-5,
+           "row %d: combined lse %g loss %g, want %g and %g", r, combined[r], loss[r], lse[r], want_loss);
+  }
+
   s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, NULL, 0, y, C, NULL);
   EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("lse is a null"), "%d %s", s, duet_last_error());
   s = duet_shard_softmax(kHost, DUET_F32, R, C, x, C, NULL, y + 8, 0, y, C, NULL);

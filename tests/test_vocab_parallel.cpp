@@ -1,7 +1,7 @@
 // The vocabulary-parallel halves on every device, composed as a
 // vocabulary-parallel run composes them: a random matrix split into shards
-// of columns, each shard's statistics, their combine (in double here, where
-// a run has its collective), then each shard's softmax, log_softmax and
+// of columns, each shard's statistics, their combine (ShardCombineCall over
+// the statistics a run's all-gather brings together), then each shard's softmax, log_softmax and
 // cross-entropy gradient, against the float64 references of the whole rows
 // and the single-device cross-entropy. Fresh random data each run, poisoned
 // outputs, every dtype.
@@ -242,11 +242,55 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     CHECK(sum_check.ok);
   }
 
-  // 2. The combine, against the whole rows' float64 cross-entropy and the
+  // 2. The combine of every shard's statistics (what a run does after its
+  // all-gather), from poisoned outputs: against the same statistics
+  // combined in float64, the whole rows' float64 cross-entropy and the
   // single-device operation on the whole matrix.
   const Combined all = combine(stats, rows);
   const bool none = o.reduction == Reduction::none;
   const std::size_t loss_n = none ? std::size_t(rows) : 1;
+  std::vector<float> gathered;
+  for (const auto& st : stats) gathered.insert(gathered.end(), st.begin(), st.end());
+  DeviceCopy dgathered(dev, gathered), dmax(dev, std::vector<float>(std::size_t(rows), kNaN)),
+      dlog_sum(dev, std::vector<float>(std::size_t(rows), kNaN)), dlse(dev, std::vector<float>(std::size_t(rows), kNaN)),
+      dcombined_loss(dev, std::vector<float>(loss_n, kNaN));
+  ShardCombineCall combined;
+  combined.shards = std::int64_t(stats.size());
+  combined.rows = rows;
+  combined.stats = static_cast<const ShardRowStats*>(dgathered.data());
+  if (c.stats_targets) {
+    combined.target_type = c.target_type;
+    combined.target = dt.data();
+    combined.target_stride = c.target_stride;
+    combined.vocab = vocab;
+    combined.options = o;
+    combined.loss = static_cast<float*>(dcombined_loss.data());
+  }
+  combined.max = static_cast<float*>(dmax.data());
+  combined.log_sum = static_cast<float*>(dlog_sum.data());
+  combined.lse = static_cast<float*>(dlse.data());
+  run(dev, combined);
+  synchronize(dev);
+  {
+    // Bits, not values: the statistics may hold NaN.
+    const auto* b = reinterpret_cast<const std::uint8_t*>(gathered.data());
+    CHECK(dgathered.get<std::uint8_t>() == std::vector<std::uint8_t>(b, b + gathered.size() * sizeof(float)));
+  }
+  const std::vector<float> lse_f = dlse.get<float>(), max_f = dmax.get<float>(), log_sum_f = dlog_sum.get<float>();
+  {
+    // float32 arithmetic over float32 statistics: M exact, log S within a
+    // few roundings; M is not specified where log S is NaN.
+    std::vector<float> got_max = max_f;
+    std::vector<double> want_max = all.max, log_sum_scale(std::size_t(rows), 1.0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (std::isnan(log_sum_f[std::size_t(r)])) got_max[std::size_t(r)] = 0.0f, want_max[std::size_t(r)] = 0.0;
+    const auto max_check = reference::compare(got_max, want_max, rows, 1, 0.0);
+    INFO("combined max: ", max_check.first_failure);
+    CHECK(max_check.ok);
+    const auto log_sum_check = reference::compare(log_sum_f, all.log_sum, rows, 1, 1e-6, &log_sum_scale);
+    INFO("combined log S: ", log_sum_check.first_failure);
+    CHECK(log_sum_check.ok);
+  }
   std::vector<float> grad_loss(loss_n);
   for (auto& g : grad_loss) g = float(u(rng()) * 4.0 - 2.0);
   grad_loss[0] = 0.75f;
@@ -258,32 +302,21 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     for (std::int64_t j = 0; j < vocab; ++j) m = std::max(m, double(x[std::size_t(r * vocab + j)]));
     lse_scale[std::size_t(r)] = std::isfinite(m) ? std::abs(m) + std::log(double(vocab)) : 0.0;
   }
-  const std::vector<float> lse_f(all.lse.begin(), all.lse.end());  // what a run hands to the second half
   const auto lse_check = reference::compare(lse_f, want.lse, rows, 1, 1e-5, &lse_scale);
   INFO("combined lse: ", lse_check.first_failure);
   CHECK(lse_check.ok);
   if (c.stats_targets) {
-    // loss = (1 - eps)(lse - x_t) + eps (lse - sum x / V) + z lse^2, the
-    // smoothing term only where it is set (a -inf logit must not make 0 * -inf).
-    std::vector<double> loss(std::size_t(rows), 0.0), l_scale(loss_n, 0.0);
+    // The loss's scale: the terms it adds, each at its own magnitude.
+    std::vector<double> l_scale(loss_n, 0.0);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t tr = t[std::size_t(r)];
       if (tr == o.ignore_index) continue;
-      const double lse = all.lse[std::size_t(r)];
-      loss[std::size_t(r)] = (1.0 - eps) * (lse - all.target_logit[std::size_t(r)]) +
-                             (eps > 0.0 ? eps * (lse - all.sum[std::size_t(r)] / double(vocab)) : 0.0) + z * lse * lse;
       l_scale[none ? std::size_t(r) : 0] += loss_scale(x, vocab, r, tr, want.lse[std::size_t(r)], o);
     }
-    std::vector<float> got_loss;
-    if (none) {
-      got_loss.assign(loss.begin(), loss.end());
-    } else {
-      const double total = std::accumulate(loss.begin(), loss.end(), 0.0);
-      got_loss = {float(o.reduction == Reduction::mean ? total / double(want.counted) : total)};
-      if (o.reduction == Reduction::mean && want.counted > 0) l_scale[0] /= double(want.counted);
-    }
+    if (o.reduction == Reduction::mean && want.counted > 0) l_scale[0] /= double(want.counted);
+    const std::vector<float> got_loss = dcombined_loss.get<float>();
     const auto loss_check = reference::compare(got_loss, want.loss, std::int64_t(loss_n), 1, 1e-5, &l_scale);
-    INFO("loss from the combined statistics: ", loss_check.first_failure);
+    INFO("loss of the combine: ", loss_check.first_failure);
     CHECK(loss_check.ok);
 
     // The single-device operation over the whole rows gives the same loss.
@@ -309,14 +342,10 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     INFO("loss against the single-device cross_entropy: ", single_check.first_failure);
     CHECK(single_check.ok);
   }
-  DeviceCopy dlse(dev, lse_f);
 
   // 3. Each shard's softmax and log_softmax from the combined lse, and from
   // its split form (M, log S), which keeps log_softmax exact near the max:
   // there the float64 reference's tolerance tightens to float32's rounding.
-  const std::vector<float> max_f(all.max.begin(), all.max.end());
-  const std::vector<float> log_sum_f(all.log_sum.begin(), all.log_sum.end());
-  DeviceCopy dmax(dev, max_f), dlog_sum(dev, log_sum_f);
   for (const bool split : {false, true})
   for (bool log_softmax : {false, true}) {
     const auto got = on_shards(dev, dtype, c, shards, rows, [&](std::size_t k, void* sx, void* y, std::int64_t stride) {
@@ -829,4 +858,169 @@ TEST_CASE("shard cross-entropy backward: the shard's vocabulary is checked") {
   run(host, b);
   b.vocab_start = -1;
   expect_refused([&] { run(host, b); }, "vocab_start");
+}
+
+TEST_CASE("shard combine: out-of-range targets, refused on the host and NaN with a count on a GPU") {
+  // Two shards' statistics of 4 rows of 12 classes; row 2's target is 12.
+  std::vector<float> stats;
+  for (int k = 0; k < 2; ++k)
+    for (int r = 0; r < 4; ++r) stats.insert(stats.end(), {1.0f + float(k), 3.0f, 0.5f * float(k), 2.0f});
+  const std::vector<std::int64_t> t{4, 11, 12, -100};
+  for (const Device& dev : devices()) {
+    INFO(dev.label());
+    try {
+      DeviceCopy dstats(dev, stats), dt(dev, t), dlse(dev, std::vector<float>(4, -7.0f)),
+          dloss(dev, std::vector<float>(4, -7.0f)), dinvalid(dev, std::vector<std::int32_t>{-1});
+      for (Reduction red : {Reduction::none, Reduction::mean}) {
+        ShardCombineCall c;
+        c.shards = 2;
+        c.rows = 4;
+        c.stats = static_cast<const ShardRowStats*>(dstats.data());
+        c.target = dt.data();
+        c.vocab = 12;
+        c.options.reduction = red;
+        c.lse = static_cast<float*>(dlse.data());
+        c.loss = static_cast<float*>(dloss.data());
+        if (dev.is_gpu()) c.invalid_targets = static_cast<std::int32_t*>(dinvalid.data());
+        if (!dev.is_gpu()) {
+          expect_refused([&] { run(dev, c); }, "target 12 of row 2");
+          CHECK(dlse.get<float>() == std::vector<float>(4, -7.0f));
+          CHECK(dloss.get<float>() == std::vector<float>(4, -7.0f));
+          continue;
+        }
+        run(dev, c);
+        synchronize(dev);
+        const auto lse = dlse.get<float>(), loss = dloss.get<float>();
+        CHECK(std::isfinite(lse[0]));
+        CHECK(std::isnan(lse[2]));
+        CHECK(dinvalid.get<std::int32_t>()[0] == 1);
+        if (red == Reduction::none) {
+          CHECK(std::isfinite(loss[0]));
+          CHECK(std::isnan(loss[2]));
+          CHECK(loss[3] == 0.0f);  // ignored
+        } else {
+          CHECK(std::isnan(loss[0]));  // the mean of rows one of which is NaN
+        }
+      }
+    } catch (const Error& e) {
+      if (e.status() != Status::unsupported) throw;
+      MESSAGE("skipping ", dev.label(), ": ", e.what());
+    }
+  }
+}
+
+TEST_CASE("shard combine: bad calls are refused with a reason and write nothing") {
+  const Device host = device(BackendKind::host, 0);
+  std::vector<float> stats(2 * 4 * 4, 1.0f), out(4, -7.0f), loss(4, -7.0f);
+  std::vector<std::int64_t> t(4, 1);
+  std::int32_t invalid = -1;
+  auto base = [&] {
+    ShardCombineCall c;
+    c.shards = 2;
+    c.rows = 4;
+    c.stats = reinterpret_cast<const ShardRowStats*>(stats.data());
+    c.target = t.data();
+    c.vocab = 10;
+    c.lse = out.data();
+    c.loss = loss.data();
+    return c;
+  };
+  auto expect = [&](const ShardCombineCall& c, const char* mentions) {
+    expect_refused([&] { run(host, c); }, mentions);
+    CHECK(std::all_of(out.begin(), out.end(), [](float v) { return v == -7.0f; }));
+    CHECK(std::all_of(loss.begin(), loss.end(), [](float v) { return v == -7.0f; }));
+    CHECK(std::all_of(stats.begin(), stats.end(), [](float v) { return v == 1.0f; }));
+  };
+  auto c = base();
+  c.shards = 0;
+  expect(c, "shards must be >= 1");
+  c = base();
+  c.rows = -1;
+  expect(c, "rows must be >= 0");
+  c = base();
+  c.options.reduction = static_cast<Reduction>(5);
+  expect(c, "reduction");
+  c = base();
+  c.options.label_smoothing = 1.5f;
+  expect(c, "label_smoothing");
+  c = base();
+  c.options.z_loss = -1.0f;
+  expect(c, "z_loss");
+  c = base();
+  c.target_type = static_cast<IndexType>(2);
+  expect(c, "index type");
+  c = base();
+  c.target = nullptr;
+  expect(c, "the loss needs the targets");
+  c = base();
+  c.loss = nullptr;
+  c.invalid_targets = &invalid;
+  expect(c, "invalid_targets");
+  c = base();
+  c.vocab = 0;
+  expect(c, "vocab");
+  c = base();
+  c.stats = nullptr;
+  expect(c, "stats is a null");
+  c = base();
+  c.stats = reinterpret_cast<const ShardRowStats*>(reinterpret_cast<const char*>(stats.data()) + 2);
+  expect(c, "aligned");
+  c = base();
+  c.lse = reinterpret_cast<float*>(const_cast<float*>(stats.data())) + 8;  // written over the statistics
+  expect(c, "lse and stats overlap");
+  c = base();
+  c.max = loss.data();  // two outputs in one place
+  expect(c, "overlap");
+  c = base();
+  c.loss = reinterpret_cast<float*>(t.data());  // ... or over the targets
+  expect(c, "loss and target overlap");
+  // Zero rows: a no-op, whatever the pointers.
+  c = base();
+  c.rows = 0;
+  c.stats = nullptr;
+  run(host, c);
+  CHECK(out[0] == -7.0f);
+}
+
+TEST_CASE("shard combine: one shard is the whole row, and the reductions add the rows' losses") {
+  // One shard: M = m, log S = log s, loss = (m - x_t) + log s; two rows.
+  const std::vector<float> stats{2.0f, 4.0f, 1.5f, 0.0f, -1.0f, 1.0f, -1.0f, 0.0f};
+  const std::vector<std::int64_t> t{3, 5};
+  const double l0 = (2.0 - 1.5) + std::log(4.0), l1 = 0.0;
+  for (const Device& dev : devices()) {
+    INFO(dev.label());
+    try {
+      for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        DeviceCopy dstats(dev, stats), dt(dev, t), dmax(dev, std::vector<float>(2, kNaN)),
+            dlog_sum(dev, std::vector<float>(2, kNaN)), dloss(dev, std::vector<float>(2, kNaN));
+        ShardCombineCall c;
+        c.shards = 1;
+        c.rows = 2;
+        c.stats = static_cast<const ShardRowStats*>(dstats.data());
+        c.target = dt.data();
+        c.vocab = 8;
+        c.options.reduction = red;
+        c.max = static_cast<float*>(dmax.data());
+        c.log_sum = static_cast<float*>(dlog_sum.data());
+        c.loss = static_cast<float*>(dloss.data());
+        run(dev, c);
+        synchronize(dev);
+        CHECK(dmax.get<float>() == std::vector<float>{2.0f, -1.0f});
+        const auto log_sum = dlog_sum.get<float>();
+        CHECK(log_sum[0] == doctest::Approx(std::log(4.0)).epsilon(1e-6));
+        CHECK(log_sum[1] == 0.0f);
+        const auto loss = dloss.get<float>();
+        if (red == Reduction::none) {
+          CHECK(loss[0] == doctest::Approx(l0).epsilon(1e-6));
+          CHECK(loss[1] == doctest::Approx(l1).epsilon(1e-6));
+        } else {
+          CHECK(loss[0] == doctest::Approx(red == Reduction::mean ? (l0 + l1) / 2.0 : l0 + l1).epsilon(1e-6));
+          CHECK(std::isnan(loss[1]));  // one float written, the poison after it kept
+        }
+      }
+    } catch (const Error& e) {
+      if (e.status() != Status::unsupported) throw;
+      MESSAGE("skipping ", dev.label(), ": ", e.what());
+    }
+  }
 }

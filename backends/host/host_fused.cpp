@@ -27,6 +27,7 @@
 
 #define DUET_NS host
 #include "backend_api.hpp"
+#include "shard_combine.hpp"
 #undef DUET_NS
 
 namespace duet::host {
@@ -468,6 +469,29 @@ void shard_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end
   }
 }
 
+// Every shard's statistics combined, row by row (kernels/shard_combine.hpp,
+// the GPU kernel's arithmetic); the losses of a reduction added in row
+// order, as cross_entropy's.
+void shard_combine(const FusedArgs& a) {
+  std::int64_t counted = 0;
+  const std::vector<std::int64_t> targets = read_targets(a, "shard_combine", &counted);
+  const bool none = a.reduction == Reduction::none;
+  double total = 0.0;
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const bool ignored = a.target != nullptr && targets[std::size_t(r)] < 0;
+    const CombinedRow c =
+        combine_shard_row(a.stats, a.rows, a.shards, r, ignored, false, a.label_smoothing, a.z_loss, fused_vocab(a));
+    if (a.combined_max != nullptr) a.combined_max[r] = c.max;
+    if (a.log_sum != nullptr) a.log_sum[r] = c.log_sum;
+    if (a.lse != nullptr) a.lse[r] = c.lse;
+    if (a.loss != nullptr && none) a.loss[r] = c.loss;
+    total += double(c.loss);
+  }
+  if (a.invalid_targets != nullptr) *a.invalid_targets = 0;
+  if (a.loss != nullptr && !none)
+    a.loss[0] = a.reduction == Reduction::mean ? float(total / double(counted)) : float(total);
+}
+
 }  // namespace
 
 void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*) {
@@ -475,6 +499,7 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*)
     throw Error(Status::no_device, "host device " + std::to_string(ordinal) + " does not exist (1 found)");
   if (args.rows == 0 || args.cols == 0) return;
   try {
+    if (args.op == FusedOp::shard_combine) return shard_combine(args);
     with_storage(args.dtype, [&](auto tag) {
       using S = decltype(tag);
       const std::int64_t row_bytes = args.cols * std::int64_t(sizeof(S));
@@ -491,6 +516,7 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*)
         case FusedOp::shard_softmax:
           return for_rows(args.rows, row_bytes * 2,
                           [&](std::int64_t b, std::int64_t e) { shard_softmax_rows<S>(args, b, e); });
+        case FusedOp::shard_combine: return shard_combine(args);  // taken before the dtype's dispatch
       }
       throw Error(Status::invalid_argument, "unknown fused op code " + std::to_string(static_cast<int>(args.op)));
     });

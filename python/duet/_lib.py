@@ -89,6 +89,8 @@ _OPTIONAL_SIGNATURES = {
     # The vocabulary-parallel halves (duet/vocab_parallel.hpp).
     "duet_shard_stats": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64, _i64, _vp, _vp], _i32),
     "duet_shard_softmax": ([Device, _i32, _i64, _i64, _vp, _i64, _vp, _vp, _i32, _vp, _i64, _vp], _i32),
+    "duet_shard_combine": ([Device, _i64, _i64, _vp, _i32, _vp, _i64, _i64, ctypes.POINTER(CrossEntropyOptions), _vp,
+                            _vp, _vp, _vp, _vp, _vp, _size, _vp], _i32),
     "duet_shard_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64,
                                            ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp],
                                           _i32),

@@ -383,13 +383,19 @@ def _ce_options(ignore_index, reduction, label_smoothing, z_loss):
     return _lib.CrossEntropyOptions(ignore_index, label_smoothing, z_loss, _lib.REDUCTIONS[reduction])
 
 
+_CE_WORKSPACE_BYTES = {}  # (device index, rows, reduction) -> bytes: a call's size, asked once
+
+
 def _ce_workspace(dev, rows, reduction, index, device):
     """(pointer, bytes, tensor): cross-entropy's workspace (a few counters and,
     for mean and sum, a float a row) from torch's caching allocator on the
     current stream; none on the host backend."""
     if index < 0:
         return None, 0, None
-    nbytes = _lib.cross_entropy_workspace_size(dev, rows, _lib.REDUCTIONS[reduction])
+    key = (index, rows, reduction)
+    nbytes = _CE_WORKSPACE_BYTES.get(key)
+    if nbytes is None:
+        nbytes = _CE_WORKSPACE_BYTES[key] = _lib.cross_entropy_workspace_size(dev, rows, _lib.REDUCTIONS[reduction])
     if nbytes == 0:
         return None, 0, None
     buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -528,6 +534,30 @@ def launch_shard_softmax(x, row_max, lse, log, y, fn):
         None if row_max is None else row_max.data_ptr(), lse.data_ptr(), int(log),
         ym.data_ptr(), _row_stride(ym), _stream(index)))
     return y
+
+
+def launch_shard_combine(every, target, vocab, ignore_index, reduction, label_smoothing, z_loss, row_max, log_sum,
+                         lse, loss, fn):
+    """Every shard's statistics (float32 [shards, rows, 4], contiguous: an
+    all-gather of launch_shard_stats' outputs) combined into the whole rows'
+    max, log S, lse (float32 [rows] each, or None) and, with target, the
+    cross-entropy loss (float32 [rows] for reduction none, else [])."""
+    shards, rows = every.shape[0], every.shape[1]
+    if rows == 0:
+        return
+    dev = duet_device(every, fn)
+    index = every.get_device()
+    if target is not None:
+        target = _plain_target(target)
+    ws_ptr, ws_bytes, ws_keep = (_ce_workspace(dev, rows, reduction, index, every.device) if loss is not None
+                                 else (None, 0, None))
+    ptr = (lambda t: None if t is None else t.data_ptr())
+    _lib.check(_lib.fused("duet_shard_combine")(
+        dev, shards, rows, every.data_ptr(), INDEX_CODES[target.dtype] if target is not None else _lib.INDEX_I64,
+        ptr(target), 1 if target is None else _target_stride(target), vocab,
+        _ce_options(ignore_index, reduction, label_smoothing, z_loss), ptr(row_max), ptr(log_sum), ptr(lse),
+        ptr(loss), None, ws_ptr, ws_bytes, _stream(index)))
+    del ws_keep
 
 
 def launch_shard_cross_entropy_backward(x, target, lse, grad_loss, grad, vocab_start, vocab, ignore_index, reduction,

@@ -17,10 +17,10 @@ equal the single-device ops on the whole rows.
 Each call runs duet's local halves (duet/vocab_parallel.hpp): a pass over
 the shard gives every row's (max, sum of exp), and for cross-entropy the
 target's logit where the target falls in this shard and the sum of the
-logits; one collective combines them across the group (COMBINE: one
-all-gather of the 16-byte statistics, combined on every rank, or a MAX then
-a SUM all-reduce); a second pass writes the shard's softmax or
-log_softmax. Cross-entropy's backward needs no communication: it reads the
+logits; one all-gather of these 16 bytes a row brings every rank's to each
+rank, where one more launch combines them into the whole rows' statistics
+and loss; a second pass writes the shard's softmax or log_softmax. (One
+all-gather beats a MAX then a SUM all-reduce: bench/NOTES.md v31.) Cross-entropy's backward needs no communication: it reads the
 shard's logits once and writes their gradient (or, with
 inplace_backward=True, the forward writes it over the logits). softmax's and
 log_softmax's backwards all-reduce one float a row.
@@ -54,13 +54,7 @@ from . import _ops
 from . import _tensor as T
 from ._lib import REDUCTIONS
 
-__all__ = ["softmax", "log_softmax", "cross_entropy", "COMBINE"]
-
-# How the statistics combine across ranks: "gather" (one all-gather of
-# every rank's [rows, 4] statistics, combined on each rank) or "allreduce"
-# (a MAX all-reduce of the maxima, then one SUM all-reduce of the rescaled
-# sums, target logits and sums). bench/distributed_compare.py times both.
-COMBINE = "gather"
+__all__ = ["softmax", "log_softmax", "cross_entropy"]
 
 
 # ------------------------------------------------------------------ the group and the checks
@@ -179,36 +173,13 @@ def _exchange_checks(x, target, rank, world, group, backend, options, fn):
 # ------------------------------------------------------------------ the combine
 
 def _gather_stats(stats, world, group):
-    """[world, rows, 4]: every rank's statistics."""
+    """[world, rows, 4]: every rank's statistics, rank r's at [r]."""
+    every = torch.empty((world,) + tuple(stats.shape), dtype=stats.dtype, device=stats.device)
     if hasattr(dist, "all_gather_into_tensor") and stats.is_cuda:
-        out = torch.empty((world,) + tuple(stats.shape), dtype=stats.dtype, device=stats.device)
-        dist.all_gather_into_tensor(out, stats, group=group)
-        return out
-    parts = [torch.empty_like(stats) for _ in range(world)]
-    dist.all_gather(parts, stats, group=group)
-    return torch.stack(parts)
-
-
-def _combine(stats, world, group):
-    """Each row's max M and log S over the whole vocabulary (lse = M + log S),
-    and the sums of the ranks' target logits and logit sums, from this
-    rank's [rows, 4] statistics. A shard whose row is all -inf (max -inf,
-    sum 0) adds nothing."""
-    if COMBINE == "allreduce":
-        m = stats[:, 0].contiguous()
-        dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
-        scaled = torch.where(stats[:, 0] == -math.inf, torch.zeros_like(m), torch.exp(stats[:, 0] - m))
-        sums = torch.stack((stats[:, 1] * scaled, stats[:, 2], stats[:, 3]), dim=1)
-        dist.all_reduce(sums, group=group)
-        s, target_logit, total = sums.unbind(1)
+        dist.all_gather_into_tensor(every, stats, group=group)
     else:
-        every = _gather_stats(stats, world, group)
-        ms = every[..., 0]
-        m = ms.max(0).values
-        scaled = torch.where(ms == -math.inf, torch.zeros_like(ms), torch.exp(ms - m))
-        s = (every[..., 1] * scaled).sum(0)
-        target_logit, total = every[..., 2].sum(0), every[..., 3].sum(0)
-    return m, torch.log(s), target_logit, total
+        dist.all_gather(list(every.unbind(0)), stats, group=group)
+    return every
 
 
 def _stats(x2, target, ignore_index, vocab_start, vocab, fn):
@@ -236,7 +207,10 @@ class _ShardSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, log, group, world, fn):
         x2 = T._as_2d(input)
-        m, log_s, _, _ = _combine(_stats(x2, None, -100, 0, 0, fn), world, group)
+        every = _gather_stats(_stats(x2, None, -100, 0, 0, fn), world, group)
+        m = torch.empty(x2.shape[0], dtype=torch.float32, device=input.device)
+        log_s = torch.empty_like(m)
+        T.launch_shard_combine(every, None, 0, -100, "none", 0.0, 0.0, m, log_s, None, None, fn)
         y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
         T.launch_shard_softmax(x2, m, log_s, log, T._view_2d(y), fn)
         ctx.save_for_backward(y)
@@ -282,24 +256,6 @@ def log_softmax(input, group=None, *, validate=True):
 
 # ------------------------------------------------------------------ cross-entropy
 
-def _loss_of(m, log_s, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss, vocab):
-    """Each row's loss from the whole rows' statistics (duet/cross_entropy.hpp):
-    (1 - eps) (lse - x_t) + eps (lse - sum x / V) + z lse^2, ignored rows 0,
-    with lse - x_t taken as (M - x_t) + log S (exact where x_t is the max,
-    as the single-device kernel takes it)."""
-    lse = m + log_s
-    loss = (1.0 - label_smoothing) * ((m - target_logit) + log_s) + z_loss * lse * lse
-    if label_smoothing != 0.0:
-        loss = loss + label_smoothing * ((m - total / vocab) + log_s)
-    kept = target != ignore_index
-    loss = torch.where(kept, loss, torch.zeros_like(loss))
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / kept.sum()
-
-
 class _ShardCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, target, group, rank, world, ignore_index, reduction, label_smoothing, z_loss, inplace,
@@ -307,10 +263,11 @@ class _ShardCrossEntropy(torch.autograd.Function):
         cols = input.shape[1]
         vocab, start = cols * world, rank * cols
         x2 = T._as_2d(input)
-        m, log_s, target_logit, total = _combine(_stats(x2, target, ignore_index, start, vocab, fn), world, group)
-        lse = m + log_s
-        loss = _loss_of(m, log_s, target_logit, total, target, ignore_index, reduction, label_smoothing, z_loss,
-                        vocab)
+        every = _gather_stats(_stats(x2, target, ignore_index, start, vocab, fn), world, group)
+        lse = torch.empty(x2.shape[0], dtype=torch.float32, device=input.device)
+        loss = torch.empty(x2.shape[0] if reduction == "none" else (), dtype=torch.float32, device=input.device)
+        T.launch_shard_combine(every, target, vocab, ignore_index, reduction, label_smoothing, z_loss, None, None, lse,
+                               loss, fn)
         ctx.options = (start, vocab, ignore_index, reduction, label_smoothing, z_loss)
         ctx.inplace = inplace
         if inplace:

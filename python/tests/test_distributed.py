@@ -9,6 +9,7 @@ host backend; with two CUDA devices, the NCCL tests run the same checks on
 the GPUs. A process that hangs fails the test at a deadline.
 """
 import datetime
+import faulthandler
 import math
 import os
 import socket
@@ -36,16 +37,19 @@ def _free_port():
 
 
 def _entry(rank, world, port, backend, check):
+    # A process still running near the deadline prints where it waits.
+    faulthandler.dump_traceback_later(DEADLINE_S - 30, exit=False)
     os.environ.setdefault("DUET_HOST_THREADS", "1")
     torch.set_num_threads(1)
     if backend == "nccl":
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
-    try:
-        check(rank, world, "cuda" if backend == "nccl" else "cpu")
-    finally:
-        dist.destroy_process_group()
+    # A failing check leaves the group as it is: the process exits with the
+    # error (which run_group reports), where destroying the group could
+    # wait on ranks still inside a collective.
+    check(rank, world, "cuda" if backend == "nccl" else "cpu")
+    dist.destroy_process_group()
 
 
 def run_group(world, check, backend="gloo"):
@@ -150,30 +154,25 @@ def check_cross_entropy(rank, world, device):
 
 
 def check_modes(rank, world, device):
-    """inplace_backward, validate=False and the all-reduce combine give the
-    same results as the defaults."""
+    """inplace_backward and validate=False give the same results as the defaults."""
     import duet.distributed as dd
     full = _full((7, 40 * world), torch.float32, device, 5)
     target = torch.tensor([0, 5, -100, 40 * world - 1, 41, 3, 77], device=device)
     want_x = _shard(full, rank, world).clone().requires_grad_(True)
     want = dd.cross_entropy(want_x, target, label_smoothing=0.05)
     want.backward()
-    for combine in ("gather", "allreduce"):
-        dd.COMBINE = combine
-        for validate in (True, False):
-            for inplace in (False, True):
-                leaf = _shard(full, rank, world).clone().requires_grad_(True)
-                x = leaf * 1.0  # not a leaf: the in-place mode overwrites it
-                loss = dd.cross_entropy(x, target, label_smoothing=0.05, inplace_backward=inplace,
-                                        validate=validate)
-                loss.backward()
-                what = f"rank {rank} combine={combine} validate={validate} inplace={inplace}"
-                assert_close(loss.detach(), want.detach(), torch.float32, what)
-                assert_close(leaf.grad, want_x.grad, torch.float32, what + " backward")
-                y = dd.softmax(_shard(full, rank, world), validate=validate)
-                assert_close(y, _shard(torch.softmax(full.double(), -1), rank, world).float(), torch.float32,
-                             what + " softmax")
-    dd.COMBINE = "gather"
+    for validate in (True, False):
+        for inplace in (False, True):
+            leaf = _shard(full, rank, world).clone().requires_grad_(True)
+            x = leaf * 1.0  # not a leaf: the in-place mode overwrites it
+            loss = dd.cross_entropy(x, target, label_smoothing=0.05, inplace_backward=inplace, validate=validate)
+            loss.backward()
+            what = f"rank {rank} validate={validate} inplace={inplace}"
+            assert_close(loss.detach(), want.detach(), torch.float32, what)
+            assert_close(leaf.grad, want_x.grad, torch.float32, what + " backward")
+            y = dd.softmax(_shard(full, rank, world), validate=validate)
+            assert_close(y, _shard(torch.softmax(full.double(), -1), rank, world).float(), torch.float32,
+                         what + " softmax")
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -272,10 +271,12 @@ needs_two_gpus = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cud
 def check_wrong_device(rank, world, device):
     import duet.distributed as dd
     x = _full((4, 8), torch.float32, device, 1)
-    _expect_raise_everywhere(rank, lambda: dd.softmax(x.cpu() if rank == 1 else x), ["rank 1", "nccl"], "cpu")
-    other = torch.device("cuda", (rank + 1) % world)
-    _expect_raise_everywhere(rank, lambda: dd.softmax(x.to(other) if rank == 0 else x), ["rank 0", "device"],
-                             "wrong GPU")
+    # Rank 0's tensor on the next rank's GPU, made before any collective
+    # runs there.
+    elsewhere = x.to(torch.device("cuda", (rank + 1) % world)) if rank == 0 else x
+    torch.cuda.synchronize()
+    _expect_raise_everywhere(rank, lambda: dd.softmax(x.cpu() if rank == 1 else x), ["rank 1", "backend"], "cpu")
+    _expect_raise_everywhere(rank, lambda: dd.softmax(elsewhere), ["rank 0", "device"], "wrong GPU")
 
 
 @needs_two_gpus

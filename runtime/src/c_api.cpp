@@ -347,6 +347,32 @@ duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64
     duet::run(to_device(device), c);
   });
 }
+duet_status_t duet_shard_combine(duet_device_t device, int64_t shards, int64_t rows, const float* stats,
+                                 duet_index_t target_type, const void* target, int64_t target_stride, int64_t vocab,
+                                 const duet_cross_entropy_options_t* options, float* max, float* log_sum, float* lse,
+                                 float* loss, int32_t* invalid_targets, void* workspace, size_t workspace_bytes,
+                                 void* stream) {
+  return guarded([&] {
+    duet::ShardCombineCall c;
+    c.shards = shards;
+    c.rows = rows;
+    // The layout is ShardRowStats' (4 floats a row); alignment is checked before use.
+    c.stats = reinterpret_cast<const duet::ShardRowStats*>(stats);
+    c.target_type = to_index_type(target_type);
+    c.target = target;
+    c.target_stride = target_stride;
+    c.vocab = vocab;
+    c.options = to_options(options);
+    c.max = max;
+    c.log_sum = log_sum;
+    c.lse = lse;
+    c.loss = loss;
+    c.invalid_targets = invalid_targets;
+    c.workspace = to_workspace(workspace, workspace_bytes);
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
 duet_status_t duet_shard_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                                 const void* logits, int64_t logits_stride, duet_index_t target_type,
                                                 const void* target, int64_t target_stride, int64_t vocab_start,

@@ -17,11 +17,6 @@ using detail::layout_of;
 using detail::Named;
 constexpr Status bad = Status::invalid_argument;
 
-void check_reduction(Reduction r) {
-  require(r == Reduction::none || r == Reduction::mean || r == Reduction::sum, bad,
-          [&] { return "unsupported reduction code " + std::to_string(static_cast<int>(r)); });
-}
-
 // What the forward and the backward share: the logits, the targets, the
 // options, and one output matrix (the gradient, optional in the forward).
 struct Common {
@@ -62,17 +57,11 @@ bool validate(const Device& dev, Common& c, bool grad_required, std::initializer
   });
   detail::check_dtype(c.dtype);
   detail::check_index_type(c.target_type);
-  check_reduction(c.options.reduction);
+  detail::check_cross_entropy_options(c.options);
   c.vocab = detail::check_vocab(c.vocab_start, c.vocab, c.cols);
   if (c.rows == 0) return false;
   require(c.cols >= 1, bad, [] { return std::string("cols (the vocabulary) must be >= 1 when rows > 0"); });
   detail::check_cols(c.cols);
-  const float eps = c.options.label_smoothing;
-  require(eps >= 0.0f && eps <= 1.0f, bad,
-          [&] { return "label_smoothing must be in [0, 1], got " + std::to_string(eps); });
-  const float z = c.options.z_loss;
-  require(z >= 0.0f && std::isfinite(z), bad,
-          [&] { return "z_loss must be finite and >= 0, got " + std::to_string(z); });
 
   const int elem = dtype_size(c.dtype);
   const std::string elem_name = to_string(c.dtype);
@@ -142,28 +131,45 @@ FusedArgs common_args(const Common& c) {
   return a;
 }
 
-// Launches with the caller's workspace (checked) or the per-stream cache's.
-void launch(const Device& dev, FusedArgs& a, const std::optional<Workspace>& workspace,
-            const std::vector<Named>& layouts, void* stream) {
-  const FusedShape shape = detail::fused_shape(a);
-  if (!dev.is_gpu()) return detail::launch_fused(dev, a, shape, stream);
-  const std::int64_t needed = cross_entropy_workspace_bytes(a.rows, a.reduction);
-  detail::Workspaces::Lease cached;
-  if (workspace) {
-    detail::check_workspace(dev, *workspace, needed, "cross_entropy_workspace_size", layouts);
-    a.workspace = workspace->data;
-  } else {
-    cached = detail::workspaces().get(dev, stream, needed);
-    a.workspace = cached.buffer->data();
-  }
-  detail::launch_fused(dev, a, shape, stream);
+}  // namespace
+
+namespace detail {
+
+void check_reduction(Reduction r) {
+  require(r == Reduction::none || r == Reduction::mean || r == Reduction::sum, bad,
+          [&] { return "unsupported reduction code " + std::to_string(static_cast<int>(r)); });
 }
 
-}  // namespace
+void check_cross_entropy_options(const CrossEntropyOptions& o) {
+  check_reduction(o.reduction);
+  require(o.label_smoothing >= 0.0f && o.label_smoothing <= 1.0f, bad,
+          [&] { return "label_smoothing must be in [0, 1], got " + std::to_string(o.label_smoothing); });
+  require(o.z_loss >= 0.0f && std::isfinite(o.z_loss), bad,
+          [&] { return "z_loss must be finite and >= 0, got " + std::to_string(o.z_loss); });
+}
+
+// Launches with the caller's workspace (checked) or the per-stream cache's.
+void launch_with_ce_workspace(const Device& dev, FusedArgs& a, const std::optional<Workspace>& workspace,
+                              const std::vector<Named>& layouts, void* stream) {
+  const FusedShape shape = fused_shape(a);
+  if (!dev.is_gpu()) return launch_fused(dev, a, shape, stream);
+  const std::int64_t needed = cross_entropy_workspace_bytes(a.rows, a.reduction);
+  Workspaces::Lease cached;
+  if (workspace) {
+    check_workspace(dev, *workspace, needed, "cross_entropy_workspace_size", layouts);
+    a.workspace = workspace->data;
+  } else {
+    cached = workspaces().get(dev, stream, needed);
+    a.workspace = cached.buffer->data();
+  }
+  launch_fused(dev, a, shape, stream);
+}
+
+}  // namespace detail
 
 std::size_t cross_entropy_workspace_size(const Device& dev, std::int64_t rows, Reduction reduction) {
   require(rows >= 0, bad, [&] { return "rows must be >= 0, got " + std::to_string(rows); });
-  check_reduction(reduction);
+  detail::check_reduction(reduction);
   if (!dev.is_gpu() || rows == 0) return 0;
   require(rows <= detail::kMaxSpanBytes / 4, bad,
           [&] { return "rows " + std::to_string(rows) + " overflow any device's address space"; });
@@ -185,7 +191,7 @@ void run(const Device& dev, const CrossEntropyCall& call) {
   a.loss = call.loss;
   a.lse = call.lse;
   a.invalid_targets = call.invalid_targets;
-  launch(dev, a, call.workspace, layouts, call.stream);
+  detail::launch_with_ce_workspace(dev, a, call.workspace, layouts, call.stream);
 }
 
 void run(const Device& dev, const CrossEntropyBackwardCall& call) {
@@ -201,7 +207,7 @@ void run(const Device& dev, const CrossEntropyBackwardCall& call) {
   a.op = FusedOp::cross_entropy_backward;
   a.lse = const_cast<float*>(call.lse);  // an input here (FusedArgs shares the field with the forward)
   a.grad_loss = call.grad_loss;
-  launch(dev, a, call.workspace, layouts, call.stream);
+  detail::launch_with_ce_workspace(dev, a, call.workspace, layouts, call.stream);
 }
 
 }  // namespace duet

@@ -54,7 +54,8 @@ FusedShape fused_shape(const FusedArgs& a) {
 
 void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& shape, void* stream) {
   FusedLaunch launch;
-  if (dev.is_gpu()) {
+  // The combine is one thread a row, outside the catalogue: nothing to plan.
+  if (dev.is_gpu() && args.op != FusedOp::shard_combine) {
     FusedShape s = shape;
     s.vector_ok = fused_vector_ok(args);
     s.row_edges = s.vector_ok && fused_row_edges(args);

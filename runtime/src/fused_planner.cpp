@@ -32,6 +32,7 @@ std::string to_string(FusedOp op) {
     case FusedOp::cross_entropy_backward: return "cross_entropy_backward";
     case FusedOp::shard_stats: return "shard_stats";
     case FusedOp::shard_softmax: return "shard_softmax";
+    case FusedOp::shard_combine: return "shard_combine";
   }
   return "unknown";
 }

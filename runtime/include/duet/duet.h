@@ -203,6 +203,18 @@ DUET_API duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype
 DUET_API duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                           const void* x, int64_t x_stride, const float* max, const float* lse,
                                           int log_softmax, void* y, int64_t y_stride, void* stream);
+/* The combine: `shards` shards' statistics of the same rows (shard k's
+ * at stats + 4 * rows * k, an all-gather of duet_shard_stats' outputs) into
+ * the whole rows' max M, log S and lse = M + log S (rows floats each, every
+ * one optional) and, with targets (classes of the whole `vocab`), the
+ * cross-entropy loss as duet_cross_entropy's (options NULL: its defaults;
+ * invalid targets as there). The loss takes duet_cross_entropy_workspace_size
+ * bytes of workspace (NULL, 0: duet's per-stream cache). */
+DUET_API duet_status_t duet_shard_combine(duet_device_t device, int64_t shards, int64_t rows, const float* stats,
+                                          duet_index_t target_type, const void* target, int64_t target_stride,
+                                          int64_t vocab, const duet_cross_entropy_options_t* options, float* max,
+                                          float* log_sum, float* lse, float* loss, int32_t* invalid_targets,
+                                          void* workspace, size_t workspace_bytes, void* stream);
 /* duet_cross_entropy_backward over a shard: targets are classes of the
  * whole vocabulary; lse is the whole rows'. */
 DUET_API duet_status_t duet_shard_cross_entropy_backward(

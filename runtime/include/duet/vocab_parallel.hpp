@@ -5,9 +5,11 @@
 //   1. shard statistics (ShardStatsCall), per row and shard
 //        {max m_k, sum exp(x - m_k) s_k, x[t - vocab_start] or 0, sum x}
 //      the target logit where the row's target falls in this shard;
-//   2. a combine across the shards (the caller's collective, e.g.
-//      torch.distributed): M = max_k m_k, S = sum_k s_k exp(m_k - M),
-//      lse = M + log S; the target logits and the sums add;
+//   2. a combine across the shards: the caller's collective (e.g. an
+//      all-gather through torch.distributed or NCCL) brings every shard's
+//      statistics to each rank, and ShardCombineCall gives the whole rows'
+//      M = max_k m_k, S = sum_k s_k exp(m_k - M), lse = M + log S and the
+//      cross-entropy loss, the target logits and the sums added;
 //   3. normalize the shard (ShardSoftmaxCall: softmax or log_softmax from
 //      M and log S, or from lse), or write the shard's cross-entropy gradient
 //      (CrossEntropyBackwardCall with vocab_start and vocab,
@@ -15,13 +17,14 @@
 // The cross-entropy loss follows from the combined statistics:
 //   loss = (1 - eps) (lse - x_t) + eps (lse - sum x / vocab) + z_loss lse^2
 // (duet/cross_entropy.hpp). duet.distributed (Python) composes the three
-// steps over torch.distributed.
+// steps over torch.distributed: one collective a forward.
 //
 // Arithmetic is float32 over f32/f16/bf16 storage. A shard whose row is all
 // -inf has m = -inf and s = 0 (it adds nothing to the combine).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "duet/cross_entropy.hpp"
 #include "duet/device.hpp"
@@ -83,5 +86,37 @@ struct ShardSoftmaxCall {
   void* stream = nullptr;
 };
 DUET_API void run(const Device& dev, const ShardSoftmaxCall& call);
+
+// Step 2: `shards` shards' statistics of the same rows (shard k's
+// ShardRowStats at stats + k * rows, the layout of an all-gather) combined
+// into the whole rows' max M, log S, lse = M + log S (rows floats each,
+// every one optional) and, with targets, the cross-entropy loss (rows
+// floats for reduction none, else one; ignore_index rows give 0 and do not
+// count in the mean). The loss and the arithmetic are the single-device
+// cross-entropy's (duet/cross_entropy.hpp); a target outside [0, vocab)
+// other than ignore_index is refused as there (host: invalid_argument
+// before writing anything; GPU: that row's lse and loss are NaN, the count
+// in invalid_targets). The loss takes cross-entropy's workspace
+// (cross_entropy_workspace_size of rows and the reduction) on GPUs; without
+// a loss none is used.
+struct ShardCombineCall {
+  std::int64_t shards = 0;  // >= 1
+  std::int64_t rows = 0;
+  const ShardRowStats* stats = nullptr;
+  // Targets: needed for the loss, else optional; classes of the whole vocabulary.
+  IndexType target_type = IndexType::i64;
+  const void* target = nullptr;
+  std::int64_t target_stride = 1;
+  std::int64_t vocab = 0;  // classes of the whole row, >= 1 with targets
+  CrossEntropyOptions options;
+  float* max = nullptr;
+  float* log_sum = nullptr;
+  float* lse = nullptr;
+  float* loss = nullptr;
+  std::int32_t* invalid_targets = nullptr;
+  void* stream = nullptr;
+  std::optional<Workspace> workspace;
+};
+DUET_API void run(const Device& dev, const ShardCombineCall& call);
 
 }  // namespace duet
