@@ -134,12 +134,43 @@ class MegatronStyleCrossEntropy(torch.autograd.Function):
         return grad.to(torch.bfloat16), None, None, None
 
 
+def plot(doc, path):
+    """Bars of the per-call times: duet over the shards, the whole tensor on
+    one GPU, the Megatron-style torch code over the shards."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ahead, eager = doc["host_ahead"], doc["ms_tp"]
+    bars = [("duet, 2 shards", ahead["duet_tp"]["ms"], eager["duet_tp"]),
+            ("duet, 1 GPU", ahead["single_duet"]["ms"], doc["ms_single_gpu"]["duet"]),
+            ("F.cross_entropy, 1 GPU", ahead["single_torch"]["ms"], doc["ms_single_gpu"]["torch"]),
+            ("Megatron-style torch, 2 shards", ahead["megatron_tp"]["ms"], eager["megatron_tp"])]
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    y = range(len(bars))
+    ax.barh([i + 0.2 for i in y], [b[1] for b in bars], height=0.4, label="device time (host ahead)")
+    ax.barh([i - 0.2 for i in y], [b[2] for b in bars], height=0.4, label="calls one after another (host-paced)")
+    ax.set_yticks(list(y), [b[0] for b in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per forward + backward")
+    m, v = doc["shape"]
+    ax.set_title(f"cross-entropy {m} x {v} {doc['dtype']}, {doc['gpus']} x {doc['device']}, NCCL {doc['nccl']}",
+                 fontsize=9)
+    ax.legend(loc="center right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--replot", default=None, help="a JSON this script wrote: draw its plot (.png beside it) and exit")
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--out", default=None, help="path prefix of the JSON (rank 0 writes it)")
     args = ap.parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            plot(json.load(f), args.replot[:-len(".json")] + ".png")
+        return
 
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -230,6 +261,7 @@ def main():
             os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
             with open(args.out + ".json", "w") as f:
                 json.dump(doc, f, indent=1)
+            plot(doc, args.out + ".png")
     dist.destroy_process_group()
 
 
