@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -77,6 +79,18 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
   for (auto& th : pool) th.join();
 }
 
+// A buffer on a 64-byte boundary, as torch's CPU allocator and oneDNN's
+// place tensors (std::vector's 16-byte alignment would deny every
+// implementation its aligned, non-temporal stores).
+struct AlignedBuffer {
+  explicit AlignedBuffer(std::size_t bytes)
+      : ptr(static_cast<std::uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), &std::free) {
+    if (!ptr) throw std::bad_alloc();
+  }
+  std::uint8_t* data() const { return ptr.get(); }
+  std::unique_ptr<std::uint8_t, decltype(&std::free)> ptr;
+};
+
 void print_result(const char* impl, const std::string& dtype, std::int64_t rows, std::int64_t cols, int threads,
                   double bytes_moved, double seconds) {
   std::printf("{\"impl\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"threads\": %d, "
@@ -106,7 +120,7 @@ int main(int argc, char** argv) {
       std::vector<float> sample(std::min<std::size_t>(count, std::size_t(1) << 20));
       for (auto& v : sample) v = dist(rng);
       const auto encoded = duet::reference::encode(sample, dt);
-      std::vector<std::uint8_t> x(bytes), y(bytes);
+      const AlignedBuffer x(bytes), y(bytes);
       for (std::size_t off = 0; off < bytes; off += encoded.size())
         std::memcpy(x.data() + off, encoded.data(), std::min(encoded.size(), bytes - off));
       std::memset(y.data(), 0, bytes);

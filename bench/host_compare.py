@@ -146,10 +146,13 @@ def main():
     for log in [False, True] if args.log else [False]:
         results += run_anchors(exe, args, log)
         results += run_torch(args.python, args, log)
-    memcpy = {(r["dtype"], r["cols"]): r["gbps"] for r in results if r["impl"] == "memcpy"}
+    # Each op's points divide by the memcpy timed with that op's run (with
+    # --log the two runs are minutes apart).
+    memcpy = {(r["op"], r["dtype"], r["cols"]): r["gbps"] for r in results if r["impl"] == "memcpy"}
     for r in results:
-        if "gbps" in r and (r["dtype"], r["cols"]) in memcpy:
-            r["ratio_to_memcpy"] = round(r["gbps"] / memcpy[(r["dtype"], r["cols"])], 3)
+        key = (r["op"], r["dtype"], r["cols"])
+        if "gbps" in r and key in memcpy:
+            r["ratio_to_memcpy"] = round(r["gbps"] / memcpy[key], 3)
 
     os.makedirs(args.out, exist_ok=True)
     meta = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "threads": args.threads, "mbytes": args.mbytes,

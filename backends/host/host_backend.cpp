@@ -36,6 +36,77 @@ long sysconf_or_zero(int name) {
   return v > 0 ? v : 0;
 }
 
+// One cache level as Linux describes it for CPU 0 (/sys/devices/system/
+// cpu/cpu0/cache/index*): its size and how many logical CPUs share it;
+// zero bytes where there is no such entry. In a virtual machine sysconf can
+// report the whole host's L3 (320 MB on a 2-core KVM guest whose L3 slice is
+// 32 MB), where these entries give the slice the guest's CPUs share.
+struct CacheLevel {
+  std::int64_t bytes = 0;
+  int shared_by = 1;
+};
+
+// The number of CPUs in a list such as "0-3,8,10-11".
+int count_cpu_list(const std::string& list) {
+  int count = 0;
+  std::size_t pos = 0;
+  while (pos < list.size()) {
+    const std::size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, comma - pos);
+    const std::size_t dash = item.find('-');
+    const long first = std::strtol(item.c_str(), nullptr, 10);
+    const long last = dash == std::string::npos ? first : std::strtol(item.c_str() + dash + 1, nullptr, 10);
+    count += static_cast<int>(std::max(0L, last - first + 1));
+    pos = comma + 1;
+  }
+  return std::max(1, count);
+}
+
+CacheLevel sys_cache(int level) {
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level");
+    int found = 0;
+    if (!(level_file >> found)) break;
+    std::string type, size, shared;
+    std::ifstream(dir + "type") >> type;
+    if (found != level || type == "Instruction") continue;
+    std::ifstream(dir + "size") >> size;  // "32768K"
+    std::ifstream(dir + "shared_cpu_list") >> shared;
+    char* unit = nullptr;
+    std::int64_t bytes = std::strtoll(size.c_str(), &unit, 10);
+    if (unit && (*unit == 'K' || *unit == 'k')) bytes <<= 10;
+    if (unit && *unit == 'M') bytes <<= 20;
+    if (unit && *unit == 'G') bytes <<= 30;
+    return {std::max<std::int64_t>(0, bytes), shared.empty() ? 1 : count_cpu_list(shared)};
+  }
+  return {};
+}
+
+// A cache level's size: Linux's entry, else sysconf's.
+std::int64_t cache_bytes(int level) {
+  if (const CacheLevel c = sys_cache(level); c.bytes > 0) return c.bytes;
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
+  if (level >= 1 && level <= 3) return sysconf_or_zero(names[level - 1]);
+#endif
+  return 0;
+}
+
+// The longest softmax row that keeps its exps in a thread's scratch: a
+// quarter of one CPU's share of the last-level cache in floats, so the
+// scratch and the row's input stay there between the passes, and at least
+// 64K elements (256 KB: within any L2 of the last decade).
+std::int64_t scratch_row_limit() {
+  static const std::int64_t limit = [] {
+    CacheLevel last = sys_cache(3);
+    if (last.bytes == 0) last = sys_cache(2);
+    const std::int64_t share = last.bytes / last.shared_by;
+    return std::clamp<std::int64_t>(share / 4 / std::int64_t(sizeof(float)), 65536, kMaxScratchElems);
+  }();
+  return limit;
+}
+
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -97,11 +168,12 @@ constexpr std::int64_t kStreamOutputBytes = std::int64_t(32) << 20;
 void run_split(ThreadPool* pool, const SoftmaxArgs& a, DType dtype, bool backward, const HostWorkSplit& split,
                int elem_bytes) {
   const bool stream = a.rows * a.cols * elem_bytes >= kStreamOutputBytes;
-  if (pool == nullptr || split.threads <= 1) return run_rows(a, dtype, backward, 0, a.rows, stream);
+  const std::int64_t scratch = scratch_row_limit();
+  if (pool == nullptr || split.threads <= 1) return run_rows(a, dtype, backward, 0, a.rows, stream, scratch);
   if (split.parts_per_row <= 1) {
     return pool->run(split.tasks, [&](std::int64_t t) {
       const std::int64_t begin = t * split.rows_per_task;
-      run_rows(a, dtype, backward, begin, std::min(a.rows, begin + split.rows_per_task), stream);
+      run_rows(a, dtype, backward, begin, std::min(a.rows, begin + split.rows_per_task), stream, scratch);
     });
   }
   // Few wide rows: every range's partial, then every range written with its
@@ -157,13 +229,11 @@ DeviceProps device_props(int ordinal) {
   d.max_threads_per_block = 1;
   d.max_threads_per_sm = 1;
   d.max_blocks_per_sm = 1;
-#if defined(_SC_LEVEL1_DCACHE_SIZE)
-  d.l1d_bytes = sysconf_or_zero(_SC_LEVEL1_DCACHE_SIZE);
-  d.l2_bytes = sysconf_or_zero(_SC_LEVEL2_CACHE_SIZE);
-  d.l3_bytes = sysconf_or_zero(_SC_LEVEL3_CACHE_SIZE);
-#endif
+  d.l1d_bytes = cache_bytes(1);
+  d.l2_bytes = cache_bytes(2);
+  d.l3_bytes = cache_bytes(3);
   d.memory_bytes = static_cast<std::int64_t>(sysconf_or_zero(_SC_PHYS_PAGES)) * sysconf_or_zero(_SC_PAGE_SIZE);
-  d.source = "sysconf + /proc/cpuinfo + Highway run-time dispatch";
+  d.source = "/sys cache entries (else sysconf) + /proc/cpuinfo + Highway run-time dispatch";
   return d;
 }
 

@@ -90,7 +90,10 @@ HWY_INLINE void StoreFloats(DF d, VF v, typename E::T* p, bool stream = false) {
     for (std::size_t i = 0; i < hn::Lanes(d); ++i) p[i] = float_to_f16(buf[i]);
 #else
     const hn::Rebind<hwy::float16_t, DF> dh;
-    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+    if (stream)
+      hn::Stream(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+    else
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
 #endif
   } else {
     // Round to nearest even, as float_to_bf16 and the GPU do; NaN stays a
@@ -149,19 +152,22 @@ HWY_INLINE void Store2(DF d, VF a, VF b, typename E::T* p, bool stream = false) 
     const hn::RebindToUnsigned<DF> du;
     const auto word = hn::Or(hn::ShiftRight<16>(RoundToBf16Bits<kNaN>(a)),
                              hn::And(RoundToBf16Bits<kNaN>(b), hn::Set(du, 0xffff0000u)));
-    hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
+    if (stream)
+      hn::Stream(word, du, reinterpret_cast<std::uint32_t*>(p));
+    else
+      hn::StoreU(word, du, reinterpret_cast<std::uint32_t*>(p));
   } else {
     StoreFloats<E>(d, a, p, stream);
     StoreFloats<E>(d, b, p + hn::Lanes(d), stream);
   }
 }
 
-// Whether non-temporal stores go to `out`: f32 outputs aligned to a
-// vector. 16-bit outputs stay cached: streamed, they ran slower on the
-// 2-core AMD machine (bench/NOTES.md v27).
+// Whether non-temporal stores go to `out`: outputs aligned to a float
+// vector (so every pair's store is whole and aligned). They spare the read
+// for ownership of each line, which memcpy of the same bytes does not pay
+// either.
 template <class E>
 HWY_INLINE bool CanStream(DF d, const typename E::T* out) {
-  if constexpr (!std::is_same_v<E, F32>) return false;
   return reinterpret_cast<std::uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
 }
 
@@ -200,32 +206,14 @@ HWY_INLINE void StoreTail(DF d, VF v, typename E::T* p, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) p[i] = FromFloat<E>(buf[i]);
 }
 
-// exp with the edge cases of expf: NaN stays NaN and x > 88.72 is +inf
-// (Highway's Exp is exact only on its valid range, and gives 0 for NaN).
-HWY_INLINE VF ExpFull(DF d, VF v) {
-  const VF e = hn::IfThenElse(hn::Gt(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), hn::Exp(d, v));
-  return hn::IfThenElse(hn::IsNaN(v), v, e);
-}
-
-// exp(x) * 2^bias for x <= 0 (softmax's x - max; -inf gives 0) and
-// bias <= 0, as 2^t with t = x log2(e) + bias. The low bits of
-// t + 1.5 * 2^23 + 127 are round(t) + 127, so shifted into the exponent
-// field they are 2^round(t); 2^(t - round(t)) comes from a minimax
-// polynomial on [-1/2, 1/2]: degree 5 (relative error 1.6e-7) for f32
-// results, degree 4 (3.7e-6, a hundredth of f16's half step and less of
-// bf16's) for results rounded to 16 bits. Their constant terms are exactly
-// 1, so exp(0) is exactly 1: a row's max contributes exactly 1 to its sum,
-// and a row of one element (or of equal elements) gives softmax 1 (1/N)
-// and log_softmax 0 (-log N) as torch does. Below t = -126, where
-// 2^round(t) would leave the normal range, the result is 0. NaN stays NaN
-// (the select keeps it): the forward finds a row's NaN in its sum that way.
-template <class E = F32>
-HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
-  const hn::RebindToUnsigned<DF> du;
-  const VF shifter = hn::Set(d, 12582912.0f + 127.0f);
-  const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), bias);
-  const VF k = hn::Add(t, shifter);
-  const VF f = hn::Sub(t, hn::Sub(k, shifter));
+// 2^f on [-1/2, 1/2] by a minimax polynomial: degree 5 (relative error
+// 1.6e-7) for f32 results, degree 4 (3.7e-6, a hundredth of f16's half step
+// and less of bf16's) for results rounded to 16 bits. The constant terms
+// are exactly 1, so exp(0) is exactly 1: a row's max contributes exactly 1
+// to its sum, and a row of one element (or of equal elements) gives softmax
+// 1 (1/N) and log_softmax 0 (-log N) as torch does.
+template <class E>
+HWY_INLINE VF Exp2Fraction(DF d, VF f) {
   VF p;
   if constexpr (std::is_same_v<E, F32>) {
     p = hn::Set(d, 1.327647129073739e-3f);
@@ -241,12 +229,57 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
     p = hn::MulAdd(p, f, hn::Set(d, 6.931217908859253e-1f));
     p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
   }
+  return p;
+}
+
+// exp(x) * 2^bias for x <= 0 (softmax's x - max; -inf gives 0) and
+// bias <= 0, as 2^round(t) * 2^(t - round(t)) with t = x log2(e) + bias.
+// NaN stays NaN: the forward finds a row's NaN in its sum that way.
+// - AVX-512 scales by 2^round(t) in one instruction (vscalefps), which
+//   underflows gradually to 0; t is clamped at -150 first, so -inf gives
+//   exactly 0 (vmaxps returns its second operand, t, when t is NaN).
+// - Elsewhere the low bits of t + 1.5 * 2^23 + 127 are round(t) + 127, so
+//   shifted into the exponent field they are 2^round(t); below t = -126,
+//   where that would leave the normal range, the result is 0 (the select
+//   keeps NaN).
+template <class E = F32>
+HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
+  const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), bias);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const VF clamped = hn::Max(hn::Set(d, -150.0f), t);
+  const VF whole = hn::Round(clamped);
+  const VF p = Exp2Fraction<E>(d, hn::Sub(clamped, whole));
+  return VF{_mm512_scalef_ps(p.raw, whole.raw)};
+#else
+  const hn::RebindToUnsigned<DF> du;
+  const VF shifter = hn::Set(d, 12582912.0f + 127.0f);
+  const VF k = hn::Add(t, shifter);
+  const VF p = Exp2Fraction<E>(d, hn::Sub(t, hn::Sub(k, shifter)));
   const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(du, k)));
   return hn::IfThenZeroElse(hn::Lt(t, hn::Set(d, -126.0f)), hn::Mul(p, scale));
+#endif
 }
 template <class E = F32>
 HWY_INLINE VF ExpNonPositive(DF d, VF x) {
   return ExpNonPositive<E>(d, x, hn::Zero(d));
+}
+
+// exp(x) for any x, with the edge cases of expf: NaN stays NaN, x > 88.72
+// is +inf, and very negative x is 0. AVX-512 clamps t to [-150, 150] (a
+// NaN passes both clamps: vmaxps and vminps return their second operand,
+// t, when it is NaN) and scales as ExpNonPositive does; elsewhere
+// Highway's Exp, exact only on its valid range and 0 for NaN, is corrected
+// by two selects.
+HWY_INLINE VF ExpFull(DF d, VF v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const VF t = hn::Min(hn::Set(d, 150.0f), hn::Max(hn::Set(d, -150.0f), hn::Mul(v, hn::Set(d, 1.44269504088896341f))));
+  const VF whole = hn::Round(t);
+  const VF p = Exp2Fraction<F32>(d, hn::Sub(t, whole));
+  return VF{_mm512_scalef_ps(p.raw, whole.raw)};
+#else
+  const VF e = hn::IfThenElse(hn::Gt(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), hn::Exp(d, v));
+  return hn::IfThenElse(hn::IsNaN(v), v, e);
+#endif
 }
 
 // The max of len (<= kChunk) elements; NaN may or may not show in it
@@ -430,9 +463,35 @@ void ForwardWrite(const typename E::T* x, typename E::T* out, std::int64_t n, co
   }
 }
 
-// Rows up to this long keep their exps in a per-thread scratch (256 KiB of
-// floats, within L2), so softmax calls exp once an element.
-constexpr std::int64_t kScratchElems = 65536;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// CPUs with AVX512-BF16 (Zen 4 and later, Cooper Lake, Sapphire Rapids)
+// round two f32 vectors to bf16 in one instruction (vcvtne2ps2bf16, round to
+// nearest even, NaN kept quiet, subnormal results flushed to zero), which
+// Highway 1.0 does not reach: where the CPU has it, a bf16 chunk's scale
+// pass runs here, over whole pairs in Load2's order (even elements in the
+// first vector, odd in the second), interleaved back by one word permute.
+// Returns the elements done (a multiple of a pair).
+__attribute__((target("avx,avx2,bmi,bmi2,fma,f16c,avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"))) HWY_NOINLINE
+    std::int64_t
+    ScalePairsToBf16(const float* src, std::uint16_t* out, std::int64_t len, float scale, bool stream) {
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                                21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                                11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kInterleave);
+  const __m512 s = _mm512_set1_ps(scale);
+  std::int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    const __m512 even = _mm512_mul_ps(_mm512_loadu_ps(src + i), s);
+    const __m512 odd = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s);
+    const __m512i words = _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even)));
+    if (stream)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), words);
+    else
+      _mm512_storeu_si512(out + i, words);
+  }
+  return i;
+}
+#endif
 
 // out = src * scale over len (<= kChunk) floats of the scratch, as
 // ChunkExpSum wrote them.
@@ -442,6 +501,12 @@ void ScaleChunk(const float* src, typename E::T* out, std::int64_t len, VF scale
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
   stream = stream && CanStream<E>(d, out);
   std::int64_t i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (std::is_same_v<E, BF16>) {
+    static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+    if (has_bf16) i = ScalePairsToBf16(src, out, len, hn::GetLane(scale), stream);
+  }
+#endif
   for (; i + 2 * lanes <= len; i += 2 * lanes)
     Store2<E, false>(d, hn::Mul(hn::LoadU(d, src + i), scale), hn::Mul(hn::LoadU(d, src + i + lanes), scale), out + i,
                      stream);
@@ -454,7 +519,7 @@ void ScaleChunk(const float* src, typename E::T* out, std::int64_t len, VF scale
 // each chunk scaled by exp(chunk max - row max) / sum by the second.
 template <class E>
 void ForwardRowScaled(const typename E::T* x, typename E::T* out, std::int64_t n, float* exps, bool stream) {
-  float chunk_max[kScratchElems / kChunk];
+  float chunk_max[kMaxScratchElems / kChunk];
   const RowPartial row = ForwardPartial<E>(x, n, exps, chunk_max);
   if (row.nan || !std::isfinite(row.max)) return ForwardWrite<E>(x, out, n, row, false, stream);
   const DF d;
@@ -467,6 +532,41 @@ void ForwardRowScaled(const typename E::T* x, typename E::T* out, std::int64_t n
     const VF scale = hn::Set(d, m == -HUGE_VALF ? 0.0f : static_cast<float>(rescale / row.sum));
     if (m == -HUGE_VALF) std::fill(exps + c, exps + c + len, 0.0f);
     ScaleChunk<E>(exps + c, out + c, len, scale, stream);
+  }
+}
+
+// Two forward rows of at most kChunk elements, each step of one beside the
+// same step of the other, so that one row's waits (the max and the sum
+// across lanes, the division or log) overlap the other's loop; on a short
+// row those waits take as long as its arithmetic. The outputs are those of
+// the one-row path, which takes both rows where either is not finite.
+template <class E>
+void ForwardShortRowPair(const typename E::T* x0, typename E::T* out0, const typename E::T* x1, typename E::T* out1,
+                         std::int64_t n, bool log, float* exps, bool stream) {
+  const DF d;
+  const float max0 = ChunkMax<E>(d, x0, n), max1 = ChunkMax<E>(d, x1, n);
+  if (std::isfinite(max0) && std::isfinite(max1)) {
+    // softmax keeps the exps to scale; log_softmax needs only the sums.
+    float* exps0 = log ? nullptr : exps;
+    float* exps1 = log ? nullptr : exps + kChunk + kMaxFloatLanes;
+    const float sum0 = ChunkExpSum<E>(d, x0, n, hn::Set(d, max0), exps0);
+    const float sum1 = ChunkExpSum<E>(d, x1, n, hn::Set(d, max1), exps1);
+    if (!std::isnan(sum0) && !std::isnan(sum1)) {
+      if (log) {
+        ForwardWrite<E>(x0, out0, n, RowPartial{max0, double(sum0), false}, true, stream);
+        ForwardWrite<E>(x1, out1, n, RowPartial{max1, double(sum1), false}, true, stream);
+      } else {
+        ScaleChunk<E>(exps0, out0, n, hn::Set(d, static_cast<float>(1.0 / double(sum0))), stream);
+        ScaleChunk<E>(exps1, out1, n, hn::Set(d, static_cast<float>(1.0 / double(sum1))), stream);
+      }
+      return;
+    }
+  }
+  for (const auto& [x, out] : {std::pair{x0, out0}, std::pair{x1, out1}}) {
+    if (log)
+      ForwardWrite<E>(x, out, n, ForwardPartial<E>(x, n), true, stream);
+    else
+      ForwardRowScaled<E>(x, out, n, exps, stream);
   }
 }
 
@@ -511,16 +611,28 @@ void WriteOf(const SoftmaxArgs& a, bool backward, std::int64_t row, std::int64_t
     ForwardWrite<E>(p.x, p.out, end - begin, whole, a.log != 0, stream);
 }
 template <class E>
-void Rows(const SoftmaxArgs& a, bool backward, std::int64_t row_begin, std::int64_t row_end, bool stream) {
-  if (!backward && !a.log && a.cols <= kScratchElems) {
-    float* exps = thread_scratch(std::size_t(kScratchElems) + kMaxFloatLanes);
-    for (std::int64_t r = row_begin; r < row_end; ++r) {
+void Rows(const SoftmaxArgs& a, bool backward, std::int64_t row_begin, std::int64_t row_end, bool stream,
+          std::int64_t scratch_elems) {
+  const bool short_forward = !backward && a.cols <= kChunk;
+  const bool scaled = !backward && !a.log && a.cols <= std::min(scratch_elems, kMaxScratchElems);
+  // Room for the row, or for two short rows, each with a vector to spare.
+  float* exps = short_forward || scaled
+                    ? thread_scratch(std::size_t(std::max(a.cols, 2 * kChunk) + 2 * kMaxFloatLanes))
+                    : nullptr;
+  std::int64_t r = row_begin;
+  if (short_forward) {
+    for (; r + 1 < row_end; r += 2) {
+      const auto p0 = row_pointers<E>(a, r, 0), p1 = row_pointers<E>(a, r + 1, 0);
+      ForwardShortRowPair<E>(p0.x, p0.out, p1.x, p1.out, a.cols, a.log != 0, exps, stream);
+    }
+  }
+  for (; r < row_end; ++r) {
+    if (scaled) {
       const auto p = row_pointers<E>(a, r, 0);
       ForwardRowScaled<E>(p.x, p.out, a.cols, exps, stream);
-    }
-  } else {
-    for (std::int64_t r = row_begin; r < row_end; ++r)
+    } else {
       WriteOf<E>(a, backward, r, 0, a.cols, PartialOf<E>(a, backward, r, 0, a.cols), stream);
+    }
   }
   if (stream) hwy::FlushStream();
 }
@@ -536,8 +648,8 @@ decltype(auto) WithElement(DType dtype, const F& f) {
 }
 
 void RunRowsAny(const SoftmaxArgs& a, DType dtype, bool backward, std::int64_t row_begin, std::int64_t row_end,
-                bool stream) {
-  WithElement(dtype, [&](auto e) { Rows<decltype(e)>(a, backward, row_begin, row_end, stream); });
+                bool stream, std::int64_t scratch_elems) {
+  WithElement(dtype, [&](auto e) { Rows<decltype(e)>(a, backward, row_begin, row_end, stream, scratch_elems); });
 }
 RowPartial PartialAny(const SoftmaxArgs& a, DType dtype, bool backward, std::int64_t row, std::int64_t begin,
                       std::int64_t end) {
@@ -567,8 +679,8 @@ HWY_EXPORT(CurrentTarget);
 HWY_EXPORT(FloatLanes);
 
 void run_rows(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row_begin, std::int64_t row_end,
-              bool stream) {
-  HWY_DYNAMIC_DISPATCH(RunRowsAny)(args, dtype, backward, row_begin, row_end, stream);
+              bool stream, std::int64_t scratch_elems) {
+  HWY_DYNAMIC_DISPATCH(RunRowsAny)(args, dtype, backward, row_begin, row_end, stream, scratch_elems);
 }
 RowPartial row_partial(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row, std::int64_t begin,
                        std::int64_t end) {

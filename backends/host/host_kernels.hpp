@@ -4,10 +4,13 @@
 //
 // A row is read in two passes. The first walks it in L1-sized chunks, each
 // read twice while hot (its max, then the sum of exp(x - max)), and combines
-// the chunks' (max, sum) pairs online; the second writes the output. A row of
-// any length needs no buffer, and one that fits the cache is read from memory
-// once. Arithmetic is float32; chunk sums are added in double, so a 1M-element
-// row keeps to the float64 reference.
+// the chunks' (max, sum) pairs online; the second writes the output. A
+// softmax row that fits the thread's scratch keeps its exps there, so exp
+// runs once an element; a longer row computes them again in the second
+// pass and needs no buffer. A row that fits the cache is read from memory
+// once. Short rows go two at a time, each step of one beside the other's.
+// Arithmetic is float32; chunk sums are added in double, so a 1M-element row
+// keeps to the float64 reference.
 #pragma once
 
 #include <cstddef>
@@ -27,10 +30,16 @@ struct RowPartial {
   bool nan = false;  // a NaN in the range (forward only)
 };
 
+// Softmax rows up to `scratch_elems` long (at most kMaxScratchElems) keep
+// their exps in the thread's scratch between the passes, so the second pass
+// multiplies instead of calling exp again; the scratch stays with the thread
+// for its life, so the caller sizes it to the thread's share of the cache.
+constexpr std::int64_t kMaxScratchElems = std::int64_t(1) << 22;
+
 // Rows [row_begin, row_end) of `args`, whole. `stream`: the output is too
-// large to stay in cache, so aligned f32 stores bypass it.
+// large to stay in cache, so aligned stores bypass it.
 void run_rows(const SoftmaxArgs& args, DType dtype, bool backward, std::int64_t row_begin, std::int64_t row_end,
-              bool stream);
+              bool stream, std::int64_t scratch_elems);
 
 // Row `row`, elements [begin, end): the first pass (its partial), then the
 // second pass given the whole row's partial, for a row split across threads.
