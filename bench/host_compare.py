@@ -33,6 +33,14 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
+def git_commit(here):
+    try:
+        return subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def lscpu():
     try:
         return subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
@@ -115,11 +123,12 @@ def plot(results, path, title):
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, ls=ls, marker="o", label=impl)
             ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
             ax.set_xlabel("N (row length)")
             ax.set_ylabel("GB/s (read + write)")
             ax.set_title(f"{op} {dt}")
             ax.grid(alpha=0.3)
-            ax.legend()
+            ax.legend(loc="lower left")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -155,7 +164,7 @@ def main():
             r["ratio_to_memcpy"] = round(r["gbps"] / memcpy[key], 3)
 
     os.makedirs(args.out, exist_ok=True)
-    meta = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "threads": args.threads, "mbytes": args.mbytes,
+    meta = {"commit": git_commit(here), "cpu_model": cpu_model(), "cpus": os.cpu_count(), "threads": args.threads, "mbytes": args.mbytes,
             "repeats": args.repeats, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_average": os.getloadavg(), "lscpu": lscpu()}
     with open(os.path.join(args.out, "compare.json"), "w") as f:
