@@ -5,6 +5,7 @@
 
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "duet/error.hpp"
 #include "duet/reference.hpp"
 #include "duet/softmax.hpp"
+#include "host/float_chunks.hpp"
 #include "host/host_kernels.hpp"
 
 using namespace duet;
@@ -240,6 +242,71 @@ TEST_CASE("host kernels on every SIMD target this build dispatches to") {
   }
   hwy::SetSupportedTargetsForTest(0);
   MESSAGE("targets tested: ", names);
+}
+
+// The fused operations' chunk primitives against scalar float32 and
+// float64 on one target: conversions exact, the exp within float32's
+// rounding of the polynomial, the special values as documented.
+void check_float_chunks(std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (const std::int64_t n : {0, 1, 5, 16, 17, 33, 100, 1023, 1024}) {
+    std::vector<float> x(std::size_t(n) + 1);
+    for (auto& v : x) v = dist(rng);
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      INFO(to_string(dt), " n = ", n);
+      const auto bytes = reference::encode(x, dt);
+      const auto exact = reference::decode(bytes.data(), x.size(), dt);
+      std::vector<float> got(x.size(), -7.0f);
+      host::load_floats(dt, bytes.data(), n, got.data(), 0.5f);
+      for (std::int64_t k = 0; k < n; ++k) CHECK(got[std::size_t(k)] == 0.5f * exact[std::size_t(k)]);
+      CHECK(got[std::size_t(n)] == -7.0f);  // nothing past n written
+      std::vector<float> sum(x.size(), 1.0f);
+      host::add_floats(dt, bytes.data(), n, sum.data());
+      for (std::int64_t k = 0; k < n; ++k) CHECK(sum[std::size_t(k)] == 1.0f + exact[std::size_t(k)]);
+      std::vector<std::uint8_t> stored(bytes.size(), 0xab);
+      host::store_floats(dt, x.data(), n, stored.data());
+      const std::size_t elem = dt == DType::f32 ? 4 : 2;
+      CHECK(std::memcmp(stored.data(), bytes.data(), std::size_t(n) * elem) == 0);
+      CHECK(stored[std::size_t(n) * elem] == 0xab);
+    }
+    std::vector<std::uint8_t> masked(std::size_t(n) + 1);
+    for (auto& m : masked) m = std::uint8_t(rng() % 3 == 0 ? 1 + rng() % 255 : 0);
+    std::vector<float> v = x;
+    host::mask_floats(masked.data(), n, v.data());
+    for (std::int64_t k = 0; k < n; ++k)
+      CHECK(v[std::size_t(k)] == (masked[std::size_t(k)] ? -HUGE_VALF : x[std::size_t(k)]));
+    CHECK(v[std::size_t(n)] == x[std::size_t(n)]);
+    const float largest = n == 0 ? -HUGE_VALF : *std::max_element(x.begin(), x.begin() + n);
+    CHECK(host::max_floats(x.data(), n) == largest);
+    // exp(v - max) * mul + add, with a -inf and (separately) a NaN.
+    std::vector<float> e = x;
+    if (n > 2) e[1] = -HUGE_VALF;
+    const double exps = host::exp_affine(e.data(), n, largest, 0.25f, -1.0f);
+    double want_sum = 0.0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const double want = k == 1 && n > 2 ? 0.0 : std::exp(double(x[std::size_t(k)]) - largest);
+      want_sum += want;
+      CHECK(std::abs(double(e[std::size_t(k)]) - (0.25 * want - 1.0)) <= 1e-6);
+    }
+    // Each lane sums in float: up to 512 terms on a one-lane target.
+    CHECK(std::abs(exps - want_sum) <= 2e-5 * want_sum);
+    if (n > 0) {
+      std::vector<float> with_nan = x;
+      with_nan[std::size_t(n) / 2] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(std::isnan(host::exp_affine(with_nan.data(), n, largest, 1.0f, 0.0f)));
+      CHECK(std::isnan(with_nan[std::size_t(n) / 2]));
+    }
+  }
+}
+
+TEST_CASE("the fused operations' chunk primitives on every SIMD target") {
+  std::mt19937_64 rng(std::random_device{}());
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("forced target ", std::string(hwy::TargetName(target)));
+    check_float_chunks(rng);
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_CASE("a NaN among -inf, where the max loop cannot see it, still makes its row NaN") {

@@ -8,10 +8,13 @@
 // float32 (scaled and masked) into a buffer on the stack, then reduced while
 // it is in L1, and the chunks' (max, sum of exp) pairs combine online, so
 // the first pass reads the row from memory once; the second pass (the
-// outputs) reads it again, from cache for rows that fit there. The loops
-// over a chunk have no calls and no branches the compiler cannot turn into
-// selects (exp is a polynomial here), so they vectorize; sums of a row are
-// kept in double lanes, so float32 results stay within 1e-5 of float64.
+// outputs) reads it again, from cache for rows that fit there. The
+// conversions, masks, max and exps over a chunk run in float_chunks.hpp's
+// primitives, on the best SIMD target the CPU has; what is left here is
+// per-op arithmetic over the buffer, in loops with no calls, which the
+// compiler vectorizes. Sums of a row are kept in double (a chunk's exps by
+// lane in float, the lanes added in double), so float32 results stay within
+// 1e-5 of float64.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "duet/float16.hpp"
+#include "host/float_chunks.hpp"
 #include "host/host_pool.hpp"
 #include "host/work_split.hpp"
 
@@ -53,6 +57,13 @@ inline S from_float(float v) {
   if constexpr (std::is_same_v<S, float>) return v;
   else if constexpr (std::is_same_v<S, F16>) return F16{float_to_f16(v)};
   else return BF16{float_to_bf16(v)};
+}
+
+template <class S>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<S, F16>) return DType::f16;
+  else if constexpr (std::is_same_v<S, BF16>) return DType::bf16;
+  else return DType::f32;
 }
 
 template <class F>
@@ -105,8 +116,9 @@ double chunk_sum(const float* v, std::int64_t n);
 
 // Adds a chunk of n values to `o`, overwriting them with their exp(v - max).
 void absorb(Online& o, float* v, std::int64_t n) {
-  float m = -kInf;  // the largest value that is not NaN
-  for (std::int64_t k = 0; k < n; ++k) m = v[k] > m ? v[k] : m;
+  // A NaN in the chunk either shows in m (then nm is o.max) or not; either
+  // way it reaches the sum through its exp, or the scan below finds it.
+  const float m = max_floats(v, n);
   const float nm = std::max(o.max, m);
   if (nm == -kInf) {  // every value so far is -inf or NaN: no sum to add to
     for (std::int64_t k = 0; k < n; ++k) o.nan |= v[k] != v[k];
@@ -117,8 +129,7 @@ void absorb(Online& o, float* v, std::int64_t n) {
     o.sum *= double(fast_exp(o.max - nm));
     o.max = nm;
   }
-  for (std::int64_t k = 0; k < n; ++k) v[k] = fast_exp(v[k] - nm);
-  o.sum += chunk_sum(v, n);
+  o.sum += exp_affine(v, n, nm, 1.0f, 0.0f);
   o.nan |= o.sum != o.sum;
 }
 
@@ -136,11 +147,11 @@ double chunk_sum(const float* v, std::int64_t n) {
 
 template <class S>
 void load(const S* p, std::int64_t n, float* v) {
-  for (std::int64_t k = 0; k < n; ++k) v[k] = to_float(p[k]);
+  load_floats(dtype_of<S>(), p, n, v);
 }
 template <class S>
 void store(const float* v, std::int64_t n, S* p) {
-  for (std::int64_t k = 0; k < n; ++k) p[k] = from_float<S>(v[k]);
+  store_floats(dtype_of<S>(), v, n, p);
 }
 
 // A row's first pass: its online (max, sum of exp), and sum x added to
@@ -200,8 +211,7 @@ void for_rows(std::int64_t rows, std::int64_t row_bytes, Body&& body) {
 template <class S>
 void scores(const FusedArgs& a, std::int64_t row, std::int64_t begin, std::int64_t n, float* v) {
   const S* x = row_of<S>(a.x, row, a.x_stride) + begin;
-  const float scale = a.scale;
-  for (std::int64_t k = 0; k < n; ++k) v[k] = scale * to_float(x[k]);
+  load_floats(dtype_of<S>(), x, n, v, a.scale);
   if (a.mask_kind == MaskKind::none) return;
   const std::int64_t q = row % a.seq_q;
   if (a.mask_kind == MaskKind::causal) {
@@ -214,11 +224,9 @@ void scores(const FusedArgs& a, std::int64_t row, std::int64_t begin, std::int64
   const std::int64_t b = row / (a.seq_q * a.heads);
   const std::int64_t offset = b * a.mask_batch_stride + h * a.mask_head_stride + q * a.mask_row_stride + begin;
   if (a.mask_kind == MaskKind::boolean) {
-    const std::uint8_t* m = static_cast<const std::uint8_t*>(a.mask) + offset;
-    for (std::int64_t k = 0; k < n; ++k) v[k] = m[k] != 0 ? -kInf : v[k];
+    mask_floats(static_cast<const std::uint8_t*>(a.mask) + offset, n, v);
   } else {
-    const S* m = static_cast<const S*>(a.mask) + offset;
-    for (std::int64_t k = 0; k < n; ++k) v[k] += to_float(m[k]);
+    add_floats(dtype_of<S>(), static_cast<const S*>(a.mask) + offset, n, v);
   }
 }
 
@@ -249,7 +257,7 @@ void masked_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t en
     for (std::int64_t c = 0; c < a.cols; c += kChunk) {
       const std::int64_t n = std::min(kChunk, a.cols - c);
       scores<S>(a, r, c, n, v);
-      for (std::int64_t k = 0; k < n; ++k) v[k] = fast_exp(v[k] - m) * inv;
+      exp_affine(v, n, m, inv, 0.0f);
       store(v, n, y + c);
     }
   }
@@ -332,7 +340,7 @@ void write_gradient(const S* x, S* out, std::int64_t cols, float m, float inv, f
                     std::int64_t target, float target_value, float* v) {
   const float gc = g * c1 * inv, gs = g * smooth;
   map_row(x, out, cols, v, [gc, gs, m, target, target_value](float* w, std::int64_t n, std::int64_t c) {
-    for (std::int64_t k = 0; k < n; ++k) w[k] = gc * fast_exp(w[k] - m) - gs;
+    exp_affine(w, n, m, gc, -gs);
     if (target >= c && target < c + n) w[target - c] = target_value;
   });
 }
