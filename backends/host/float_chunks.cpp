@@ -98,7 +98,7 @@ float MaxFloats(const float* v, std::int64_t n) {
   }
   for (; i + lanes <= n; i += lanes) m0 = hn::Max(m0, hn::LoadU(d, v + i));
   if (i < n) m1 = hn::Max(m1, LoadTail<F32>(d, v + i, n - i, -HUGE_VALF));
-  return hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  return MaxLane(d, hn::Max(m0, m1));
 }
 
 double ExpAffine(float* v, std::int64_t n, float sub, float mul, float add) {

@@ -112,7 +112,7 @@ HWY_INLINE float ChunkMax(DF d, const typename E::T* p, std::int64_t len) {
   }
   for (; i + lanes <= len; i += lanes) max0 = hn::Max(max0, LoadFloats<E>(d, p + i));
   if (i < len) max1 = hn::Max(max1, LoadTail<E>(d, p + i, len - i, neg_inf));
-  return hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(max0, max1), hn::Max(max2, max3))));
+  return MaxLane(d, hn::Max(hn::Max(max0, max1), hn::Max(max2, max3)));
 }
 
 template <class E>

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "duet/float16.hpp"
@@ -134,6 +135,20 @@ HWY_INLINE void StoreTail(DF d, VF v, typename E::T* p, std::int64_t count) {
   HWY_ALIGN float buf[kMaxFloatLanes];
   hn::Store(v, d, buf);
   for (std::int64_t i = 0; i < count; ++i) p[i] = FromFloat<E>(buf[i]);
+}
+
+// The largest lane of v. Highway 1.0's MaxOfLanes on EMU128 starts from the
+// lowest finite float, so there a vector of -inf gives -FLT_MAX, which
+// callers would take for a finite max; that answer is checked lane by lane.
+// A NaN lane may or may not show, as with Max.
+HWY_INLINE float MaxLane(DF d, VF v) {
+  const float m = hn::GetLane(hn::MaxOfLanes(d, v));
+  if (m != std::numeric_limits<float>::lowest()) return m;
+  HWY_ALIGN float lanes[kMaxFloatLanes];
+  hn::Store(v, d, lanes);
+  float largest = -HUGE_VALF;
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) largest = lanes[i] > largest ? lanes[i] : largest;
+  return largest;
 }
 
 // 2^f on [-1/2, 1/2] by a minimax polynomial: degree 5 (relative error
