@@ -6,7 +6,7 @@
 # differential test alone (CASES of them; 2000 by default then).
 # synccheck runs with DUET_CLUSTER=portable (clusters of at most 8 blocks):
 # it ends every launch of a cluster of 16 with an illegal address, also
-# bench/synccheck_cluster_repro.cu's (bench/NOTES.md, v23).
+# bench/experiments/synccheck_cluster_repro.cu's (bench/NOTES.md, v23).
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}

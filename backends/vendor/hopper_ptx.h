@@ -1,5 +1,5 @@
 // The inline PTX duet uses on NVIDIA devices, and the only inline PTX in
-// duet (vendor.h includes it for the CUDA build; bench/synccheck_cluster_repro.cu
+// duet (vendor.h includes it for the CUDA build; bench/experiments/synccheck_cluster_repro.cu
 // includes it on its own). Each helper names the PTX ISA section it follows.
 // Compiled by nvcc only: plain C++ that includes vendor.h sees none of it.
 #pragma once

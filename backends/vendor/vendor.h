@@ -38,7 +38,7 @@
 //   - kernels/common/reduce.cuh: the cluster exchange exists only under
 //     DUET_DEVICE_CLUSTERS, for the same reason.
 //   - hopper_ptx.h: each helper guarded by the architecture it needs; its
-//     user bench/synccheck_cluster_repro.cu guards its kernel the same way.
+//     user bench/experiments/synccheck_cluster_repro.cu guards its kernel the same way.
 #pragma once
 
 #if defined(DUET_VENDOR_CUDA) == defined(DUET_VENDOR_HIP)

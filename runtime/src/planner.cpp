@@ -87,7 +87,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 // 16 is not a portable size: the vendor's count of active clusters (0
 // where the device refuses it) has the last word. (compute-sanitizer's
 // synccheck ends every launch of clusters of 16 with an illegal address,
-// also bench/synccheck_cluster_repro.cu's, whose simplest kernel only calls
+// also bench/experiments/synccheck_cluster_repro.cu's, whose simplest kernel only calls
 // cluster.sync(): a limit of the tool, v23.)
 // Returns false where the device has no clusters or the row needs more than
 // s.max_cluster_blocks.

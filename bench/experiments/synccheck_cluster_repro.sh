@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds bench/synccheck_cluster_repro.cu and runs it natively and under
+# Builds bench/experiments/synccheck_cluster_repro.cu and runs it natively and under
 # compute-sanitizer's synccheck (and memcheck) for both exchanges, clusters
 # of 8 and 16, blocks of 128..512 threads (bench/NOTES.md, v23).
 set -u
 BIN=${BIN:-/tmp/duet_synccheck_repro}
-nvcc -O2 -arch=sm_90 -Ibackends/vendor -o "$BIN" bench/synccheck_cluster_repro.cu || exit 2
+nvcc -O2 -arch=sm_90 -Ibackends/vendor -o "$BIN" bench/experiments/synccheck_cluster_repro.cu || exit 2
 for mode in ${MODES:-0 1 2}; do
   for cluster in 8 16; do
     for threads in ${THREADS:-128 256 512}; do

@@ -15,7 +15,7 @@
 // exchanges exactly as cluster_row does.
 // Run natively and under each tool, for clusters of 8 and 16 and blocks of
 // 128..512 threads:
-//   nvcc -O2 -arch=sm_90 -Ibackends/vendor -o repro bench/synccheck_cluster_repro.cu
+//   nvcc -O2 -arch=sm_90 -Ibackends/vendor -o repro bench/experiments/synccheck_cluster_repro.cu
 //   compute-sanitizer --tool synccheck ./repro MODE CLUSTER THREADS
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
