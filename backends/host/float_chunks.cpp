@@ -34,7 +34,8 @@ void LoadChunk(const void* src, std::int64_t n, float* dst, float scale) {
   for (; i + lanes <= n; i += lanes) put(LoadFloats<E>(d, p + i), dst + i);
   if (i < n) {
     HWY_ALIGN float buf[kMaxFloatLanes] = {};
-    for (std::int64_t k = 0; k < n - i; ++k) buf[k] = dst[i + k];
+    if constexpr (kAdd)
+      for (std::int64_t k = 0; k < n - i; ++k) buf[k] = dst[i + k];
     put(LoadTail<E>(d, p + i, n - i, 0.0f), buf);
     for (std::int64_t k = 0; k < n - i; ++k) dst[i + k] = buf[k];
   }

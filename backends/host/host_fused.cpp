@@ -112,8 +112,6 @@ struct Online {
   bool nan = false;
 };
 
-double chunk_sum(const float* v, std::int64_t n);
-
 // Adds a chunk of n values to `o`, overwriting them with their exp(v - max).
 void absorb(Online& o, float* v, std::int64_t n) {
   // A NaN in the chunk either shows in m (then nm is o.max) or not; either

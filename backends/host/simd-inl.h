@@ -177,6 +177,18 @@ HWY_INLINE VF Exp2Fraction(DF d, VF f) {
   return p;
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// 2^t for t already clamped to the range its caller allows, on AVX-512:
+// 2^(t - round(t)) by the polynomial, scaled by 2^round(t) in one
+// instruction (vscalefps), which underflows gradually to 0.
+template <class E>
+HWY_INLINE VF Exp2Clamped(DF d, VF t) {
+  const VF whole = hn::Round(t);
+  const VF p = Exp2Fraction<E>(d, hn::Sub(t, whole));
+  return VF{_mm512_scalef_ps(p.raw, whole.raw)};
+}
+#endif
+
 // exp(x) * 2^bias for x <= 0 (softmax's x - max; -inf gives 0) and
 // bias <= 0, as 2^round(t) * 2^(t - round(t)) with t = x log2(e) + bias.
 // NaN stays NaN: the forward finds a row's NaN in its sum that way.
@@ -191,10 +203,7 @@ template <class E = F32>
 HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
   const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), bias);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const VF clamped = hn::Max(hn::Set(d, -150.0f), t);
-  const VF whole = hn::Round(clamped);
-  const VF p = Exp2Fraction<E>(d, hn::Sub(clamped, whole));
-  return VF{_mm512_scalef_ps(p.raw, whole.raw)};
+  return Exp2Clamped<E>(d, hn::Max(hn::Set(d, -150.0f), t));
 #else
   const hn::RebindToUnsigned<DF> du;
   const VF shifter = hn::Set(d, 12582912.0f + 127.0f);
@@ -217,10 +226,8 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
 // by two selects.
 HWY_INLINE VF ExpFull(DF d, VF v) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const VF t = hn::Min(hn::Set(d, 150.0f), hn::Max(hn::Set(d, -150.0f), hn::Mul(v, hn::Set(d, 1.44269504088896341f))));
-  const VF whole = hn::Round(t);
-  const VF p = Exp2Fraction<F32>(d, hn::Sub(t, whole));
-  return VF{_mm512_scalef_ps(p.raw, whole.raw)};
+  const VF t = hn::Mul(v, hn::Set(d, 1.44269504088896341f));
+  return Exp2Clamped<F32>(d, hn::Min(hn::Set(d, 150.0f), hn::Max(hn::Set(d, -150.0f), t)));
 #else
   const VF e = hn::IfThenElse(hn::Gt(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), hn::Exp(d, v));
   return hn::IfThenElse(hn::IsNaN(v), v, e);
