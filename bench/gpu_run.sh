@@ -3,8 +3,8 @@
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
 # .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
 # in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
-#   info tests tests_split pytest cold ab split stream tutorial compare
-#   (default: all, in that order)
+#   info tests tests_split pytest cold ab split stream tutorial compare odd
+#   (default: all but odd, in that order)
 set -u
 B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
@@ -79,6 +79,14 @@ for step in $STEPS; do
       tail -3 "$OUT/bench_tutorial.txt" ;;
     compare)
       timeout 230 python3 bench/compare.py --out "$OUT/compare" --dtypes float32,bfloat16 --commit "$COMMIT" ${COMPARE_FLAGS:-} 2>&1 | tail -40 ;;
+    odd)
+      # Rows off the 16-byte pack grid (odd N) beside their aligned
+      # neighbours, forward and backward; then against torch.softmax.
+      C="--cols 32,33,255,256,1024,1025,4096,4097,12288,12289,32768,32769,65536,65537,131072,131073,262144,262145"
+      timeout 200 "$B/tools/duet-bench" --dtype f32,bf16 --op softmax,softmax_backward $C --no-check \
+        --commit "$COMMIT" --json "$OUT/bench_odd.json" 2>&1 | grep -E "^(softmax|copy)" | cut -c1-120
+      timeout 200 python3 bench/compare.py --out "$OUT/compare_odd" --dtypes float32,bfloat16 --commit "$COMMIT" \
+        --cols 1024,1025,4096,4097,12288,12289,32768,32769,65536,65537,262144,262145 2>&1 | tail -30 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

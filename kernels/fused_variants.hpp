@@ -182,12 +182,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
   if (vec <= 1) return true;
   const std::int64_t v = vec;
   const auto mod = [v](std::int64_t n) { return ((n % v) + v) % v; };
-  // Element offset of p within a pack, or -1 where p is not on an element.
-  const auto phase = [v](const void* p, std::int64_t elem) -> std::int64_t {
-    const auto u = reinterpret_cast<std::uintptr_t>(p);
-    if (u % std::uintptr_t(elem) != 0) return -1;
-    return static_cast<std::int64_t>((u / std::uintptr_t(elem)) % std::uintptr_t(v));
-  };
+  const auto phase = [vec](const void* p, std::int64_t elem) { return pack_phase(p, int(elem), vec); };
   const std::int64_t es = dtype_size(a.dtype);
   const std::int64_t x_phase = phase(a.x, es);
   if (x_phase < 0) return false;
@@ -216,10 +211,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
 // fused_rows_congruent, so is every other tensor's). The vector entries
 // without edges need it.
 inline bool fused_rows_on_packs(const FusedArgs& a, int vec) {
-  if (vec <= 1) return true;
-  const auto u = reinterpret_cast<std::uintptr_t>(a.x);
-  return u % (std::uintptr_t(vec) * std::uintptr_t(dtype_size(a.dtype))) == 0 && a.cols % vec == 0 &&
-         (a.rows <= 1 || a.x_stride % vec == 0);
+  return vec <= 1 || rows_on_packs(dtype_size(a.dtype), vec, a.rows, a.cols, a.x, a.x_stride);
 }
 
 DUET_API std::string to_string(FusedOp op);

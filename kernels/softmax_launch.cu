@@ -28,17 +28,18 @@ constexpr KernelPair make_entry() {
   constexpr Variant v = kCatalogue[I];
   using T = typename kernels::StorageOf<v.dtype>::type;
   if constexpr (v.strategy == Strategy::group_rows) {
-    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.rows, v.backward>, nullptr};
+    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.rows, v.backward, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row) {
-    return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+    return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::block_row_smem) {
-    return {&kernels::block_row_smem_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+    return {&kernels::block_row_smem_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::cluster_row) {
     static_assert(!v.backward);
-    return {&kernels::cluster_row_kernel<T, v.vec, v.vpt>, nullptr};
+    return {&kernels::cluster_row_kernel<T, v.vec, v.vpt, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::split_stream) {
-    return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
+    return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
   } else {
+    static_assert(!v.edges, "split_row has no edges");
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
   }
@@ -106,9 +107,30 @@ int max_active_clusters(int ordinal, int variant, int threads, int cluster_block
   return clusters;
 }
 
+namespace {
+// A vector entry's packs are aligned in every tensor: each starts its rows
+// at x's offset within a pack, and an entry without edges has rows of whole
+// packs from a pack boundary.
+void check_layout(const Variant& v, const SoftmaxArgs& a) {
+  if (v.vec <= 1 || a.rows == 0) return;
+  const int elem = dtype_size(v.dtype);
+  if (!rows_congruent(elem, v.vec, a.rows, a.x, a.x_stride, a.out, a.out_stride) ||
+      (v.backward && !rows_congruent(elem, v.vec, a.rows, a.x, a.x_stride, a.dy, a.dy_stride)))
+    throw Error(Status::invalid_argument,
+                variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
+                    std::to_string(v.vec) + "-element pack (pointers and row strides congruent modulo " +
+                    std::to_string(v.vec) + " elements)");
+  if (!v.edges && !rows_on_packs(elem, v.vec, a.rows, a.cols, a.x, a.x_stride))
+    throw Error(Status::invalid_argument, variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
+                                              "-element packs from a pack boundary; the entry with edges serves others");
+}
+}  // namespace
+
 void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const LaunchGeometry& geometry,
                     const LaunchGeometry& finalize_geometry, void* stream) {
+  (void)pick(variant, false);  // an index outside the catalogue throws
   const Variant& v = kCatalogue[variant];
+  check_layout(v, args);
   DeviceGuard guard(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
   auto launch_one = [&](bool finalize, const LaunchGeometry& g) {

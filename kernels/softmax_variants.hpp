@@ -50,7 +50,34 @@ struct Variant {
   int group;        // group_rows: threads per row; otherwise 0
   int vpt;          // vectors each thread keeps in registers (split_row: loads in flight)
   int rows = 1;     // group_rows: rows a group loads before reducing the first; otherwise 1
+  // Vector entries only: rows at any element offset and of any length, a
+  // body of whole packs and the elements before and after it held apart
+  // (kernels/common/row_edges.cuh). Every family but split_row has them;
+  // group_rows from 8 threads a row.
+  bool edges = false;
 };
+
+// Element offset of p within a pack of `vec` elements of `elem` bytes, or
+// -1 where p is not on an element.
+inline std::int64_t pack_phase(const void* p, int elem, int vec) {
+  const auto u = reinterpret_cast<std::uintptr_t>(p);
+  if (u % std::uintptr_t(elem) != 0) return -1;
+  return static_cast<std::int64_t>((u / std::uintptr_t(elem)) % std::uintptr_t(vec));
+}
+// Whether a tensor (p, row stride) starts each of `rows` rows at the same
+// offset within a pack as x does (pointers and strides congruent modulo
+// vec): then one head leaves the body of whole packs aligned in both.
+inline bool rows_congruent(int elem, int vec, std::int64_t rows, const void* x, std::int64_t x_stride, const void* p,
+                           std::int64_t stride) {
+  const std::int64_t phase = pack_phase(x, elem, vec);
+  return phase >= 0 && pack_phase(p, elem, vec) == phase && (rows <= 1 || (stride - x_stride) % vec == 0);
+}
+// Whether every row of x is whole packs from a pack boundary: x on a pack,
+// its row stride and the row length whole packs.
+inline bool rows_on_packs(int elem, int vec, std::int64_t rows, std::int64_t cols, const void* x,
+                          std::int64_t x_stride) {
+  return pack_phase(x, elem, vec) == 0 && cols % vec == 0 && (rows <= 1 || x_stride % vec == 0);
+}
 
 // Block size of group_rows, split_row and split_stream kernels (block_row
 // chooses its own).
@@ -111,37 +138,50 @@ inline constexpr std::array<int, 3> kBlockVptBackward{1, 2, 4};
 // registers of its own, and 8 (backward 4) spill beside it.
 constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
 
+// Per dtype and direction, three paths: 16-byte vectors (rows of whole
+// packs), the same with edges, and scalar accesses.
+enum class Path : int { vector = 0, vector_edges = 1, scalar = 2 };
+// group_rows with edges: a row's first 8 lanes hold its up to 2 x 7 edge
+// elements in two slots at most.
+inline constexpr int kEdgesMinGroup = 8;
+
 constexpr int count_variants() {
   int n = 0;
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
-      for (int v = 0; v < 2; ++v)
-        n += int(kGroupShapes.size()) + (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 3 +
-             (bwd == 0 && v == 0 ? 1 : 0);
+      for (int v = 0; v < 3; ++v) {
+        const Path path = static_cast<Path>(v);
+        for (const auto& g : kGroupShapes) n += path != Path::vector_edges || g[0] >= kEdgesMinGroup ? 1 : 0;
+        n += (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
+             (path != Path::vector_edges ? 1 : 0) + (bwd == 0 && path != Path::scalar ? 1 : 0);
+      }
   return n;
 }
 inline constexpr int kVariantCount = count_variants();
 
-// Every variant, in a fixed order: dtype, direction, vector width, strategy.
+// Every variant, in a fixed order: dtype, direction, path, strategy.
 constexpr std::array<Variant, kVariantCount> make_catalogue() {
   std::array<Variant, kVariantCount> out{};
   int i = 0;
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
-      for (int v = 0; v < 2; ++v) {
+      for (int v = 0; v < 3; ++v) {
         const DType dt = static_cast<DType>(d);
-        const int vec = v == 0 ? dtype_vec16(dt) : 1;
+        const Path path = static_cast<Path>(v);
+        const int vec = path == Path::scalar ? 1 : dtype_vec16(dt);
+        const bool e = path == Path::vector_edges;
+        const bool back = bwd != 0;
         for (const auto& g : kGroupShapes)
-          out[i++] = Variant{Strategy::group_rows, dt, bwd != 0, vec, g[0], g[1], g[2]};
+          if (!e || g[0] >= kEdgesMinGroup) out[i++] = Variant{Strategy::group_rows, dt, back, vec, g[0], g[1], g[2], e};
         if (bwd)
-          for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt};
+          for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt, 1, e};
         else
-          for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt};
-        out[i++] = Variant{Strategy::block_row_smem, dt, bwd != 0, vec, 0, block_row_smem_vpt(bwd != 0)};
-        out[i++] = Variant{Strategy::split_row, dt, bwd != 0, vec, 0, 4};
-        out[i++] = Variant{Strategy::split_stream, dt, bwd != 0, vec, 0, split_stream_vpt(bwd != 0)};
-        if (!bwd && v == 0)  // forward, 16-byte vectors
-          out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt};
+          for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt, 1, e};
+        out[i++] = Variant{Strategy::block_row_smem, dt, back, vec, 0, block_row_smem_vpt(back), 1, e};
+        if (!e) out[i++] = Variant{Strategy::split_row, dt, back, vec, 0, 4};
+        out[i++] = Variant{Strategy::split_stream, dt, back, vec, 0, split_stream_vpt(back), 1, e};
+        if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
+          out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e};
       }
   return out;
 }
@@ -151,7 +191,8 @@ constexpr int find_variant(const Variant& want) {
   for (int i = 0; i < kVariantCount; ++i) {
     const Variant& v = kCatalogue[i];
     if (v.strategy == want.strategy && v.dtype == want.dtype && v.backward == want.backward &&
-        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.rows == want.rows)
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.rows == want.rows &&
+        v.edges == want.edges)
       return i;
   }
   return -1;
@@ -159,6 +200,6 @@ constexpr int find_variant(const Variant& want) {
 
 DUET_API std::string to_string(DType d);
 DUET_API std::string to_string(Strategy s);
-DUET_API std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2,r2>"
+DUET_API std::string variant_name(const Variant& v);  // "group_rows<f32,vec4,g32,v2,r2>", "...,edges>"
 
 }  // namespace duet

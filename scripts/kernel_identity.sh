@@ -16,6 +16,11 @@
 #     flow shows.
 # Kernels present in one revision only are listed too. Exits 0 when
 # everything matches, 1 when something differs, 2 on a build failure.
+# RENAME_NEW='PATTERN=>REPLACEMENT' (a Python regex) renames NEW's kernels
+# before they are compared, for a change that adds a template parameter:
+#   RENAME_NEW='ELb0EEEvNS_11SoftmaxArgsE=>EEEvNS_11SoftmaxArgsE'
+# compares each kernel instantiated with a new trailing `false` against the
+# base kernel without it.
 # Work files stay under WORK (default: a temporary directory, printed); a
 # revision already compiled there is not compiled again.
 set -euo pipefail
@@ -154,7 +159,16 @@ def sass_kernels(path):
     return out
 
 import os
+rename = os.environ.get("RENAME_NEW", "")
+def renamed(kernels):
+    """NEW's kernels under RENAME_NEW's names (in their bodies too: PTX names its parameters after the kernel)."""
+    if not rename:
+        return kernels
+    pattern, replacement = rename.split("=>", 1)
+    return {re.sub(pattern, replacement, k): [re.sub(pattern, replacement, l) for l in v] for k, v in kernels.items()}
+
 def compare(what, a, b, show):
+    b = renamed(b)
     diffs = 0
     for k in sorted(set(a) | set(b)):
         if k not in a or k not in b:

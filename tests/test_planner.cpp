@@ -102,6 +102,75 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(few.geometry.grid == 3);
 }
 
+TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar ones where tensors disagree") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  auto plan = [&](std::int64_t cols, DType dt, bool bwd, bool vector_ok, bool row_edges) {
+    SoftmaxShape s{dt, bwd, 4096, cols, vector_ok, row_edges};
+    return plan_softmax(h100, s, recorded(h100));
+  };
+  // An odd length: its body of whole packs is planned as a row (33 f32: 8
+  // packs at most), at least 8 threads a row, who hold the edges.
+  Plan p = plan(33, DType::f32, false, true, false);
+  CHECK(variant_name(p.kernel) == "group_rows<f32,vec4,g8,v1,r2,edges>");
+  CHECK(p.why.find("row of 8 vectors") == 0);
+  CHECK(p.why.find("element by element") != std::string::npos);
+  CHECK(variant_name(plan(3, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g8,v1,r2,edges>");
+  // Whole packs from a pack boundary: no edges; off a boundary: edges.
+  CHECK(!plan(4096, DType::bf16, false, true, false).kernel.edges);
+  p = plan(4096, DType::bf16, false, true, true);
+  CHECK(p.kernel.edges);
+  CHECK(p.kernel.vec == 8);
+  // Tensors at different offsets within a pack: the scalar kernels.
+  p = plan(4097, DType::bf16, true, false, false);
+  CHECK(p.kernel.vec == 1);
+  CHECK(!p.kernel.edges);
+  // Every family has them: block_row, cluster_row, split_stream.
+  CHECK(variant_name(plan(4097, DType::f32, false, true, false).kernel).find("block_row<f32,vec4,") == 0);
+  CHECK(plan(4097, DType::f32, true, true, false).kernel.edges);
+  p = plan(65537, DType::f32, false, true, false);
+  CHECK(p.kernel.strategy == Strategy::cluster_row);
+  CHECK(p.kernel.edges);
+  CHECK(std::int64_t(p.chunks_per_row) * p.chunk_elems >= 65536);  // the cluster holds the body
+  p = plan((1 << 20) + 1, DType::bf16, true, true, false);
+  CHECK(p.kernel.strategy == Strategy::split_stream);
+  CHECK(p.kernel.edges);
+  CHECK(std::int64_t(p.chunks_per_row) * p.chunk_elems >= (1 << 20) + 1);
+  // split_row, an experiment, has no edges: such rows run it scalar.
+  SoftmaxShape split{DType::f32, false, 64, 100001, true, false};
+  split.force_split = true;
+  p = plan_softmax(h100, split, recorded(h100));
+  CHECK(p.kernel.strategy == Strategy::split_row);
+  CHECK(p.kernel.vec == 1);
+}
+
+TEST_CASE("rows_congruent and rows_on_packs: which layouts the vector kernels take") {
+  // Addresses only: nothing is read. A 64-byte aligned base, bf16 (8 a pack).
+  alignas(64) static char arena[4096];
+  const char* base = arena;
+  auto at = [&](int elems) { return static_cast<const void*>(base + 2 * elems); };
+  // Contiguous rows of an odd length, input and output at the same offset:
+  // congruent, off the grid (edges).
+  CHECK(rows_congruent(2, 8, 100, at(0), 1025, at(16), 1025));
+  CHECK(!rows_on_packs(2, 8, 100, 1025, at(0), 1025));
+  // Whole packs from a boundary: no edges.
+  CHECK(rows_on_packs(2, 8, 100, 1024, at(8), 1024));
+  // One element in (a view x[:, 1:]): congruent with an output one element
+  // in, not with a fresh output of stride cols.
+  CHECK(rows_congruent(2, 8, 100, at(1), 1025, at(9), 1025));
+  CHECK(!rows_on_packs(2, 8, 100, 1024, at(1), 1025));
+  CHECK(!rows_congruent(2, 8, 100, at(1), 1025, at(0), 1024));
+  // Strides differing by whole packs agree; by less, not, unless one row.
+  CHECK(rows_congruent(2, 8, 100, at(0), 1027, at(0), 1035));
+  CHECK(!rows_congruent(2, 8, 100, at(0), 1027, at(0), 1030));
+  CHECK(rows_congruent(2, 8, 1, at(0), 1027, at(0), 1030));
+  CHECK(rows_on_packs(2, 8, 1, 1024, at(0), 1027));
+  // A pointer that is not on an element is never congruent.
+  CHECK(!rows_congruent(2, 8, 100, static_cast<const void*>(base + 1), 1024, base + 1, 1024));
+  CHECK(pack_phase(base + 1, 2, 8) == -1);
+  CHECK(pack_phase(base + 6, 2, 8) == 3);
+}
+
 TEST_CASE("split_stream: wide rows in one launch, the second pass a window behind the first") {
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;

@@ -371,13 +371,17 @@ void run_case(const Device& dev, DType dtype, const Case& c) {
     if (split && log_softmax && dtype == DType::f32 && !c.extreme) {
       // Each value within a few float32 roundings of itself (x - M, log S
       // and the difference each round once), not of the row's scale; plus
-      // float32's epsilon, the error of log S where S is about 1.
+      // the error of log S where S is about 1: float32's epsilon on the
+      // host, four on a GPU, whose S sums the hardware's exp2 (ex2.approx,
+      // up to 2 ulp a term: PTX ISA; one element of a 24 x 37 case failed
+      // the host's bound on an H100).
+      const double log_s_error = dev.is_gpu() ? 4.8e-7 : 2.4e-7;
       std::int64_t worse = 0;
       std::string first;
       for (std::size_t i = 0; i < got.size(); ++i) {
         const double w = want_y[i];
         if (!std::isfinite(w)) continue;
-        if (std::abs(double(got[i]) - w) > 4e-7 * std::abs(w) + 2.4e-7) {
+        if (std::abs(double(got[i]) - w) > 4e-7 * std::abs(w) + log_s_error) {
           if (worse++ == 0) first = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(w);
         }
       }

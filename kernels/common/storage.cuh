@@ -114,14 +114,24 @@ __device__ __forceinline__ V make_pack(const Value& value) {
 }
 
 // Row `row` of a tensor with `stride` elements between rows, as packs of
-// form V (a Pack by default).
+// form V (a Pack by default), from `offset` elements in (a row's first
+// whole pack where it has edges: common/row_edges.cuh).
 template <class T, int PACK, class V = Pack<T, PACK>>
-__device__ __forceinline__ const V* row_ptr(const void* base, std::int64_t row, std::int64_t stride) {
-  return reinterpret_cast<const V*>(static_cast<const T*>(base) + row * stride);
+__device__ __forceinline__ const V* row_ptr(const void* base, std::int64_t row, std::int64_t stride, int offset = 0) {
+  return reinterpret_cast<const V*>(static_cast<const T*>(base) + row * stride + offset);
 }
 template <class T, int PACK, class V = Pack<T, PACK>>
-__device__ __forceinline__ V* row_ptr(void* base, std::int64_t row, std::int64_t stride) {
-  return reinterpret_cast<V*>(static_cast<T*>(base) + row * stride);
+__device__ __forceinline__ V* row_ptr(void* base, std::int64_t row, std::int64_t stride, int offset = 0) {
+  return reinterpret_cast<V*>(static_cast<T*>(base) + row * stride + offset);
+}
+// The same row as elements.
+template <class T>
+__device__ __forceinline__ const T* row_elems(const void* base, std::int64_t row, std::int64_t stride) {
+  return static_cast<const T*>(base) + row * stride;
+}
+template <class T>
+__device__ __forceinline__ T* row_elems(void* base, std::int64_t row, std::int64_t stride) {
+  return static_cast<T*>(base) + row * stride;
 }
 
 // Loads and stores of packs; the 16-byte ones with cache hints where asked

@@ -5,12 +5,15 @@
 // its own slots of dynamic shared memory (slot k of thread t at k*T + t:
 // consecutive threads touch consecutive 16-byte words, so no bank conflicts
 // and no barrier: a thread only ever reads back what it wrote itself).
+// EDGES: rows off the pack grid, their edge elements held beside the packs
+// by the block's first threads (common/row_edges.cuh).
 // Grid: one block per row, up to the planner's waves; block_row_smem's
 // dynamic shared memory is smem_vecs * T packs of each tensor it reads
 // (runtime/src/planner.cpp, make_plan and grid_for); no workspace.
 #pragma once
 
 #include "common/reduce.cuh"
+#include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
 
 namespace duet::DUET_NS::kernels {
@@ -19,7 +22,7 @@ namespace duet::DUET_NS::kernels {
 // path's code alone takes it from 44 to 62 registers at 4 packs a thread,
 // ptxas -v, sm_90, halving the blocks that fit) and true for
 // block_row_smem_kernel.
-template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool WITH_SMEM>
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES, bool WITH_SMEM>
 __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, BlockScratch& scratch) {
   using P = Pack<T, PACK>;
   const int tid = threadIdx.x;
@@ -27,13 +30,25 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
   const int smem_vecs = WITH_SMEM ? a.smem_vecs : 0;
   P* smem_x = reinterpret_cast<P*>(dynamic_smem);
   P* smem_g = smem_x + std::int64_t(smem_vecs) * nt;
-  const std::int64_t packs = a.cols / PACK;
+  const std::int64_t whole_packs = a.cols / PACK;  // a row's, without edges
   const std::int64_t reg_packs = std::int64_t(VECS_PER_THREAD) * nt;
 
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    const P* xr = row_ptr<T, PACK>(a.x, row, a.x_stride);
-    const P* gr = BACKWARD ? row_ptr<T, PACK>(a.dy, row, a.dy_stride) : nullptr;
-    P* orow = row_ptr<T, PACK>(a.out, row, a.out_stride);
+    // Blocks have at least 128 threads (the planner), so the edges' 2 (PACK
+    // - 1) elements take one slot of threads 0..13 at most.
+    [[maybe_unused]] EdgesOf<EDGES, T, PACK, 64, BACKWARD> edges;
+    int head = 0;
+    std::int64_t packs = whole_packs;
+    if constexpr (EDGES) {
+      const RowSpan span = row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
+      head = span.head;
+      packs = span.body;
+      edges.place(span, tid, true);
+      edges.load(row_elems<T>(a.x, row, a.x_stride), BACKWARD ? row_elems<T>(a.dy, row, a.dy_stride) : nullptr);
+    }
+    const P* xr = row_ptr<T, PACK>(a.x, row, a.x_stride, head);
+    const P* gr = BACKWARD ? row_ptr<T, PACK>(a.dy, row, a.dy_stride, head) : nullptr;
+    P* orow = row_ptr<T, PACK>(a.out, row, a.out_stride, head);
     P x[VECS_PER_THREAD];
     P g[BACKWARD ? VECS_PER_THREAD : 1];
     load_strided<VECS_PER_THREAD, BACKWARD>(xr, gr, tid, nt, packs, x, g);
@@ -73,6 +88,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
 #pragma unroll
         for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(p.v[e]));
       }
+      if constexpr (EDGES) m = edges.max(m);
       m = block_reduce(m, scratch[0], MaxOp{});
       float s = 0.0f;
 #pragma unroll
@@ -85,9 +101,13 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
 #pragma unroll
         for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(p.v[e]), m);
       }
+      if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, m); });
       s = block_reduce(s, scratch[1], SumOp{});
       const float inv_s = 1.0f / s;
       const float log_s = logf(s);
+      if constexpr (EDGES)
+        edges.store(row_elems<T>(a.out, row, a.out_stride),
+                    [&](float v, float) { return forward_value(v, m, inv_s, log_s, a.log); });
 #pragma unroll
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (reg_valid(j)) {
@@ -116,8 +136,12 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
 #pragma unroll
         for (int e = 0; e < PACK; ++e) s += backward_term(to_float(p.v[e]), to_float(q.v[e]), a.log);
       }
+      if constexpr (EDGES) s = edges.sum(s, [&](float y, float dy) { return backward_term(y, dy, a.log); });
       // One reduction a row, so the buffers alternate across rows.
       s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
+      if constexpr (EDGES)
+        edges.store(row_elems<T>(a.out, row, a.out_stride),
+                    [&](float y, float dy) { return backward_value(y, dy, s, a.log); });
 #pragma unroll
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (reg_valid(j)) {
@@ -139,17 +163,17 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
   }
 }
 
-template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD>
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
   __shared__ BlockScratch scratch;
-  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, false>(a, nullptr, scratch);
+  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, false>(a, nullptr, scratch);
 }
 
-template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD>
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
   __shared__ BlockScratch scratch;
-  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, true>(a, dynamic_smem, scratch);
+  block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, true>(a, dynamic_smem, scratch);
 }
 
 }  // namespace duet::DUET_NS::kernels

@@ -30,27 +30,19 @@
 #include <type_traits>
 
 #include "common/reduce.cuh"
+#include "common/row_edges.cuh"
 #include "families/fused_ops.cuh"
 #include "fused_variants.hpp"
 
 namespace duet::DUET_NS::kernels {
 
-// A row on the vector path: `head` elements before its first whole pack,
-// `body` whole packs from there, `tail` elements after them (head and tail
-// below PACK). The head comes from x's row start; every other tensor of
-// the row starts at the same offset within a pack (the launch checks it:
-// fused_rows_congruent), so the body is aligned in all of them. Counts are
-// 32-bit (cols < 2^31): fewer registers beside the edges.
-struct RowSpan {
-  int head, body, tail;
-};
+// A row on the vector path: RowSpan (common/row_edges.cuh), its head from
+// x's row start; every other tensor of the row starts at the same offset
+// within a pack (the launch checks it: fused_rows_congruent), so the body
+// is aligned in all of them.
 template <class T, int PACK>
 __device__ __forceinline__ RowSpan row_span(const FusedArgs& a, std::int64_t row) {
-  const auto start = reinterpret_cast<std::uintptr_t>(static_cast<const T*>(a.x) + row * a.x_stride) / sizeof(T);
-  const int to_pack = static_cast<int>((PACK - start % PACK) % PACK);
-  const int cols = static_cast<int>(a.cols);
-  const int head = cols < to_pack ? cols : to_pack;
-  return {head, (cols - head) / PACK, (cols - head) % PACK};
+  return row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
 }
 
 // The edge elements a thread of a row holds, in registers next to its

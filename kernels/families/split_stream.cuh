@@ -18,6 +18,9 @@
 // Each thread holds VECS_PER_THREAD packs of a chunk (chunk_elems =
 // kSplitStreamBlock * VECS_PER_THREAD * PACK), as PackWords: a Pack of eight
 // 16-bit values is held in eight registers and spills (ptxas -v, sm_90).
+// EDGES: rows off the pack grid: a row's body of whole packs in chunks, its
+// edge elements with its first chunk, held by that block's first threads
+// (common/row_edges.cuh).
 // Grid: one wave of kSplitStreamBlock-thread blocks. Workspace (a.counters
 // and a.partials, zeroed counters before each launch): the layout of
 // split_stream_counter_bytes / split_stream_partials_offset in
@@ -26,11 +29,12 @@
 #pragma once
 
 #include "common/reduce.cuh"
+#include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
 
 namespace duet::DUET_NS::kernels {
 
-template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD>
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm) split_stream_kernel(SoftmaxArgs a) {
   using V = PackWords<T, PACK>;
   constexpr int W = DUET_DEVICE_WARP_SIZE;
@@ -68,10 +72,19 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
       second = true;
       item = items - lag + (t - (2 * items - lag));
     }
-    const Chunk ch = chunk_of<PACK>(a, item);
+    Chunk ch = chunk_of<PACK>(a, item);
+    [[maybe_unused]] EdgesOf<EDGES, T, PACK, nt, BACKWARD> edges;
+    int head = 0;
+    if constexpr (EDGES) {
+      const RowSpan span = row_span<T, PACK>(a.x, ch.row, a.x_stride, a.cols);
+      head = span.head;
+      if (ch.end > span.body) ch.end = span.body;
+      edges.place(span, tid, ch.begin == 0);
+      edges.load(row_elems<T>(a.x, ch.row, a.x_stride), BACKWARD ? row_elems<T>(a.dy, ch.row, a.dy_stride) : nullptr);
+    }
     const std::int64_t first = ch.begin + tid;
-    const V* xr = row_ptr<T, PACK, V>(a.x, ch.row, a.x_stride);
-    const V* gr = BACKWARD ? row_ptr<T, PACK, V>(a.dy, ch.row, a.dy_stride) : nullptr;
+    const V* xr = row_ptr<T, PACK, V>(a.x, ch.row, a.x_stride, head);
+    const V* gr = BACKWARD ? row_ptr<T, PACK, V>(a.dy, ch.row, a.dy_stride, head) : nullptr;
     auto valid = [&](int j) { return first + j * nt < ch.end; };
     V x[VECS_PER_THREAD];
     V g[BACKWARD ? VECS_PER_THREAD : 1];
@@ -81,7 +94,7 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (valid(j))
           visit(x[j], dy_or_x<BACKWARD>(g[BACKWARD ? j : 0], x[j]), [&](const V& o) DUET_INLINE_LAMBDA {
-            store_streaming(row_ptr<T, PACK, V>(a.out, ch.row, a.out_stride) + first + j * nt, o);
+            store_streaming(row_ptr<T, PACK, V>(a.out, ch.row, a.out_stride, head) + first + j * nt, o);
           });
     };
     if (!second) {
@@ -98,11 +111,14 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
         // value stays live across the block's reductions (max then sum
         // spills at 16-bit types: ptxas -v, sm_90).
         slice_online<T, PACK>(m, s, slice);
+        if constexpr (EDGES) edges.online(m, s);
         const float m_blk = block_reduce(m, scratch[0], MaxOp{});
         s = block_reduce(rescale(s, m, m_blk), scratch[1], SumOp{});
         m = m_blk;
       } else {
-        s = block_reduce(slice_backward_sum<T, PACK>(s, slice, a.log), scratch[0], SumOp{});
+        s = slice_backward_sum<T, PACK>(s, slice, a.log);
+        if constexpr (EDGES) s = edges.sum(s, [&](float y, float dy) { return backward_term(y, dy, a.log); });
+        s = block_reduce(s, scratch[0], SumOp{});
       }
       if (tid < W) {
         unsigned prior = 0;
@@ -172,10 +188,18 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
       __syncthreads();
       const float m = row_stats.x;
       const float s = row_stats.y;
-      if constexpr (BACKWARD)
+      if constexpr (BACKWARD) {
+        if constexpr (EDGES)
+          edges.store(row_elems<T>(a.out, ch.row, a.out_stride),
+                      [&](float y, float dy) { return backward_value(y, dy, s, a.log); });
         write_backward<T>(slice, s, a.log);
-      else
-        write_forward<T>(slice, row_scale(m, s), a.log);
+      } else {
+        const RowScale rs = row_scale(m, s);
+        if constexpr (EDGES)
+          edges.store(row_elems<T>(a.out, ch.row, a.out_stride),
+                      [&](float v, float) { return forward_value(v, rs.m, rs.inv_s, rs.log_s, a.log); });
+        write_forward<T>(slice, rs, a.log);
+      }
     }
     // Also the barrier between this visit's reductions (and row_stats) and
     // the next visit's.

@@ -90,10 +90,11 @@ std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& t
 }
 
 int variant_of_kernel(const std::string& mangled, bool* finalize) {
-  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, 2, false>(duet::SoftmaxArgs)";
-  // cluster_row_kernel<float, 4, 8> (forward only) has no direction flag.
+  // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, 2, false, false>(duet::SoftmaxArgs)":
+  // the direction, then edges (split_row: no edges); cluster_row_kernel<float,
+  // 4, 8, false> (forward only) has edges and no direction.
   static const std::regex shape(
-      R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?(?:, (true|false))?>)");
+      R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?(?:, (true|false))?(?:, (true|false))?>)");
   const std::string name = demangle(mangled);
   std::smatch m;
   if (!std::regex_search(name, m, shape)) return -1;
@@ -102,6 +103,7 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   v.dtype = type == "float" ? DType::f32 : type.find("bf16_t") != std::string::npos ? DType::bf16 : DType::f16;
   v.vec = to_int(m[3]);
   v.backward = m[7] == "true";
+  v.edges = m[8] == "true";
   bool fin = false;
   if (kernel == "group_rows") {
     v.strategy = Strategy::group_rows;
@@ -114,6 +116,8 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   } else if (kernel == "cluster_row") {
     v.strategy = Strategy::cluster_row;
     v.vpt = to_int(m[4]);
+    v.backward = false;
+    v.edges = m[7] == "true";
   } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
     v.strategy = Strategy::split_row;
     v.vpt = to_int(m[4]);

@@ -91,7 +91,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 // cluster.sync(): a limit of the tool, v23.)
 // Returns false where the device has no clusters or the row needs more than
 // s.max_cluster_blocks.
-bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, std::int64_t nv,
+bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
   constexpr int vpt = kClusterRowVpt;
@@ -108,7 +108,8 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, st
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(
       std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
-  out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt}, threads, 0, attributes);
+  out = make_plan(dev, s, Variant{Strategy::cluster_row, s.dtype, false, vec, 0, vpt, 1, edges}, threads, 0,
+                  attributes);
   out.chunks_per_row = blocks;
   out.chunk_elems = slice * vec;
   out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
@@ -187,8 +188,15 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
           "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
-  require(s.cols % vec == 0, Status::invalid_argument, "vector path needs cols divisible by " + std::to_string(vec));
+  // Rows that do not start on a pack or are not whole packs: the entries
+  // with edges, whose body of whole packs (at most cols / vec) is planned
+  // as a row; its up to 2 (vec - 1) other elements ride with the first
+  // threads (split_row has no edges: its experiment runs them scalar).
+  const bool edges = vec > 1 && (s.row_edges || s.cols % vec != 0);
   const std::int64_t nv = s.cols / vec;
+  const auto variant = [&](Strategy strategy, int group, int vpt, int rows = 1) {
+    return Variant{strategy, s.dtype, s.backward, vec, group, vpt, rows, edges};
+  };
 
   Plan plan;
   if (nv <= 256) {
@@ -196,12 +204,13 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     // whole row if it is shorter), then 2 vectors a thread in flight (two
     // rows a step where a row has fewer) up to a warp a row, then up to 8
     // vectors a thread (kGroupShapes).
-    const int group = static_cast<int>(std::max(std::min<std::int64_t>(next_pow2(nv), 8),
-                                                std::min<std::int64_t>(next_pow2(ceil_div(nv, kGroupRowsInFlight)), 32)));
+    // With edges, at least kEdgesMinGroup threads, who hold the edges.
+    const int group = static_cast<int>(std::max({std::min<std::int64_t>(next_pow2(nv), 8),
+                                                 std::min<std::int64_t>(next_pow2(ceil_div(nv, kGroupRowsInFlight)), 32),
+                                                 std::int64_t(edges ? kEdgesMinGroup : 1)}));
     const int vpt = static_cast<int>(next_pow2(ceil_div(nv, group)));
     const int rows = group_rows_rows_per_step(vpt);
-    plan = make_plan(dev, s, Variant{Strategy::group_rows, s.dtype, s.backward, vec, group, vpt, rows}, kGroupRowsBlock, 0,
-                     attributes);
+    plan = make_plan(dev, s, variant(Strategy::group_rows, group, vpt, rows), kGroupRowsBlock, 0, attributes);
     plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(group) + " threads x " +
                std::to_string(vpt) + " vectors in registers";
   } else {
@@ -229,8 +238,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
             vpt = c;
             break;
           }
-        Plan candidate = make_plan(dev, s, Variant{Strategy::block_row, s.dtype, s.backward, vec, 0, vpt}, threads, 0,
-                                   attributes);
+        Plan candidate = make_plan(dev, s, variant(Strategy::block_row, 0, vpt), threads, 0, attributes);
         const auto resident = [](const Plan& p) {
           return std::int64_t(p.exact.blocks_per_sm) * p.launch.threads_per_block * p.kernel.vpt;
         };
@@ -253,9 +261,9 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       Plan clustered;
       const bool prefer = s.prefer_clusters || dtype_size(s.dtype) == 2;
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
-          plan_cluster_row(dev, s, vec, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
+          plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
-    } else if (plan_cluster_row(dev, s, vec, nv, attributes, plan)) {
+    } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan)) {
       fits = true;
     } else {
       const int threads = kBlockRowMaxThreads;
@@ -264,8 +272,8 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
       // Only worth planning if it can fit in the opt-in shared memory.
       if (!dev.is_gpu() || spill * threads * vec_bytes <= dev.smem_per_block_optin) {
-        plan = make_plan(dev, s, Variant{Strategy::block_row_smem, s.dtype, s.backward, vec, 0, reg_vpt}, threads,
-                         static_cast<int>(spill), attributes);
+        plan = make_plan(dev, s, variant(Strategy::block_row_smem, 0, reg_vpt), threads, static_cast<int>(spill),
+                         attributes);
         fits = plan.exact.blocks_per_sm >= 1 &&
                (!dev.is_gpu() ||
                 plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes <= dev.smem_per_block_optin);
@@ -275,19 +283,23 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       }
     }
     if (s.force_split) {
-      plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, vec, 0, 4}, kSplitRowBlock, 0,
+      const int split_vec = edges ? 1 : vec;
+      plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, split_vec, 0, 4}, kSplitRowBlock, 0,
                        attributes);
       plan.why = "split_row requested: " + std::to_string(plan.chunks_per_row) + " chunks of " +
                  std::to_string(plan.chunk_elems) + " elements, two kernels";
     } else if (!fits || s.force_stream) {
-      plan = make_plan(dev, s, Variant{Strategy::split_stream, s.dtype, s.backward, vec, 0, split_stream_vpt(s.backward)},
-                       kSplitStreamBlock, 0, attributes);
+      plan = make_plan(dev, s, variant(Strategy::split_stream, 0, split_stream_vpt(s.backward)), kSplitStreamBlock, 0,
+                       attributes);
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +
                  std::to_string(plan.chunks_per_row) + " chunks of " + std::to_string(plan.chunk_elems) +
                  " elements, two passes in one launch, the second " + std::to_string(plan.stream_lag) +
                  " chunks behind";
     }
   }
+  if (plan.kernel.edges)
+    plan.why += "; rows off the pack grid (start or length): the elements before and after the whole packs "
+                "element by element, beside them";
   if (plan.exact.blocks_per_sm < 1)
     throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
                                          std::string(to_string(plan.exact.limiter)) + ")");

@@ -41,15 +41,22 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
   return true;
 }
 
+// The vector kernels serve a call whose tensors start each row at the same
+// element offset within a 16-byte pack (rows_congruent); rows not whole
+// packs from a pack boundary take their entries with edges. Other layouts
+// (a sliced input beside a fresh output) take the scalar kernels.
 bool vector_ok(const SoftmaxCall& c) {
-  const int vec = dtype_vec16(c.dtype);
-  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  return c.cols % vec == 0 && c.x_stride % vec == 0 && c.out_stride % vec == 0 && aligned(c.x) && aligned(c.out) &&
-         (!c.backward || (c.dy_stride % vec == 0 && aligned(c.dy)));
+  const int vec = dtype_vec16(c.dtype), elem = dtype_size(c.dtype);
+  return rows_congruent(elem, vec, c.rows, c.x, c.x_stride, c.out, c.out_stride) &&
+         (!c.backward || rows_congruent(elem, vec, c.rows, c.x, c.x_stride, c.dy, c.dy_stride));
+}
+bool row_edges(const SoftmaxCall& c) {
+  return !rows_on_packs(dtype_size(c.dtype), dtype_vec16(c.dtype), c.rows, c.cols, c.x, c.x_stride);
 }
 
 // ------------------------------------------------------------- caches
-using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, std::int64_t>;
+// (backend, ordinal, dtype, backward, vector path, edges, cols)
+using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, bool, std::int64_t>;
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
@@ -126,14 +133,14 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
 
 // The cached plan for a shape class (entries are never erased, so the
 // reference stays valid); its grid is for the rows it was planned with.
-const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, std::int64_t rows,
+const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, std::int64_t rows,
                         std::int64_t cols) {
-  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, cols};
+  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, edges, cols};
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec});
+      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec, edges});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       // The occupancy model counts blocks per SM; how many clusters find
@@ -166,7 +173,8 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   }
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
-  return cached_plan(dev, c.dtype, c.backward, vector_ok(c), c.rows, c.cols);
+  const bool vec = vector_ok(c);
+  return cached_plan(dev, c.dtype, c.backward, vec, vec && row_edges(c), c.rows, c.cols);
 }
 
 // A caller's workspace for a call that needs `needed` bytes, apart from
@@ -194,12 +202,13 @@ std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, st
   detail::check_dtype(dtype);
   if (rows == 0 || cols == 0) return 0;
   detail::check_cols(cols);
-  // Scalar accesses take any pointer; vectors need cols (and strides and
-  // pointers) in whole 16-byte vectors. The caller's pointers are not known
-  // here, so the answer covers both paths.
-  std::int64_t bytes = grid_for(cached_plan(dev, dtype, backward, false, rows, cols), rows).workspace_bytes;
+  // The caller's pointers and strides are not known here, so the answer
+  // covers every path they may take: scalar, vector with edges, and vector
+  // without where the row length is whole packs.
+  std::int64_t bytes = grid_for(cached_plan(dev, dtype, backward, false, false, rows, cols), rows).workspace_bytes;
+  bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, true, rows, cols), rows).workspace_bytes);
   if (cols % dtype_vec16(dtype) == 0)
-    bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, rows, cols), rows).workspace_bytes);
+    bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, false, rows, cols), rows).workspace_bytes);
   return static_cast<std::size_t>(bytes);
 }
 

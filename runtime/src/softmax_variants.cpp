@@ -29,6 +29,7 @@ std::string variant_name(const Variant& v) {
   if (v.strategy == Strategy::group_rows) name += ",g" + std::to_string(v.group);
   name += ",v" + std::to_string(v.vpt);
   if (v.strategy == Strategy::group_rows) name += ",r" + std::to_string(v.rows);
+  if (v.edges) name += ",edges";
   name += ">";
   return name;
 }

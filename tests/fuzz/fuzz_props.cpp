@@ -138,11 +138,18 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   FUZZ_CHECK(p.variant >= 0 && p.variant < duet::kVariantCount, ctx);
   const duet::Variant& v = duet::kCatalogue[static_cast<std::size_t>(p.variant)];
   FUZZ_CHECK(v.strategy == p.kernel.strategy && v.dtype == p.kernel.dtype && v.backward == p.kernel.backward &&
-                 v.vec == p.kernel.vec && v.group == p.kernel.group && v.vpt == p.kernel.vpt,
+                 v.vec == p.kernel.vec && v.group == p.kernel.group && v.vpt == p.kernel.vpt &&
+                 v.edges == p.kernel.edges,
              ctx);
-  // Of the requested kind: dtype, direction, vector width.
+  // Of the requested kind: dtype, direction, vector width; edges where a
+  // row is off the pack grid on the vector path (split_row, which has none,
+  // runs such rows scalar).
   FUZZ_CHECK(v.dtype == s.dtype && v.backward == s.backward, ctx);
-  FUZZ_CHECK(v.vec == (s.vector_ok ? duet::dtype_vec16(s.dtype) : 1), ctx);
+  const int vec16 = duet::dtype_vec16(s.dtype);
+  const bool edges = s.vector_ok && (s.row_edges || s.cols % vec16 != 0);
+  const bool split_row = v.strategy == Strategy::split_row;
+  FUZZ_CHECK(v.vec == (s.vector_ok && !(edges && split_row) ? vec16 : 1), ctx);
+  FUZZ_CHECK(v.edges == (edges && !split_row), ctx);
   // Planned with the attributes the source gave for that kernel.
   const auto it = handed_out.find(p.variant);
   FUZZ_CHECK(it != handed_out.end() && it->second.regs_per_thread == p.attributes.regs_per_thread &&
@@ -164,7 +171,9 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   // The row is covered: every element has a thread (register or shared
   // memory slot, or a chunk) to go to. Classified by the plan's data, not
   // by enumerator, so new strategies are checked too.
-  const __int128 cols = s.cols;
+  // Elements the packs hold: with edges, the body of whole packs (the
+  // kernels hold the up to 2 (vec - 1) others apart).
+  const __int128 cols = v.edges ? s.cols / v.vec * v.vec : s.cols;
   const __int128 launch_rows = s.rows;
   const bool cluster = p.kernel.strategy == Strategy::cluster_row;
   const bool stream = p.kernel.strategy == Strategy::split_stream;
@@ -282,11 +291,14 @@ SoftmaxShape fuzz_shape(FuzzedDataProvider& p) {
   const auto t = p.PickValueInArray({duet::DType::f32, duet::DType::f16, duet::DType::bf16});
   const bool backward = p.ConsumeBool();
   const bool vector_ok = p.ConsumeBool();
+  const bool row_edges = vector_ok && p.ConsumeBool();
   // Rows: any int64 the API accepts. Cols: mostly vector multiples.
   const std::int64_t rows = pick<std::int64_t>(p, 0, std::int64_t(1) << 32);
   std::int64_t cols = pick<std::int64_t>(p, 1, std::int64_t(1) << 31);
   if (vector_ok && p.ConsumeBool() && cols > 0 && cols < (std::int64_t(1) << 40)) cols = (cols + 7) / 8 * 8;
-  return shape(t, backward, rows, cols, vector_ok);
+  SoftmaxShape s = shape(t, backward, rows, cols, vector_ok);
+  s.row_edges = row_edges;
+  return s;
 }
 
 }  // namespace

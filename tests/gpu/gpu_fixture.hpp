@@ -2,6 +2,7 @@
 // comparison against the double-precision reference.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -125,6 +126,23 @@ inline Outcome run_case(const Device& dev, const Case& c, const std::vector<floa
   const std::size_t res_elems = c.in_place ? in_elems : out_elems;
   std::vector<std::uint8_t> raw(res_elems * es);
   result.download(raw.data(), raw.size());
+  // Nothing outside the rows is written: the gaps between strided rows and
+  // the elements before a misaligned first row keep their bytes (the NaN
+  // poison; in place, the input's zeros), so an edge pack that stored a
+  // neighbour's element shows.
+  {
+    const std::vector<std::uint8_t> before =
+        c.in_place ? scatter(x, xs, in_elems) : std::vector<std::uint8_t>(res_elems * es, 0xff);
+    std::vector<bool> in_row(res_elems, false);
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      for (std::int64_t i = 0; i < c.cols; ++i) in_row[static_cast<std::size_t>(c.misalign + r * os + i)] = true;
+    for (std::size_t e = 0; e < res_elems; ++e)
+      if (!in_row[e] && !std::equal(raw.begin() + e * es, raw.begin() + (e + 1) * es, before.begin() + e * es)) {
+        out.check.ok = false;
+        out.check.first_failure = "element " + std::to_string(e) + " outside the rows was written";
+        return out;
+      }
+  }
   const auto full = reference::decode(raw.data(), res_elems, c.dtype);
   std::vector<float> got(static_cast<std::size_t>(c.rows * c.cols));
   for (std::int64_t r = 0; r < c.rows; ++r)

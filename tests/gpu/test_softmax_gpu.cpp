@@ -108,7 +108,7 @@ TEST_CASE("strided, in-place and misaligned calls") {
       strided.out_stride = cols + 24;
       expect_ok(strided, run_case(dev, strided));
       Case odd_stride = strided;
-      odd_stride.in_stride = cols + 3;  // every row misaligned differently: scalar path
+      odd_stride.in_stride = cols + 3;  // rows at offsets the output's do not share: scalar path
       expect_ok(odd_stride, run_case(dev, odd_stride));
       Case in_place = strided;
       in_place.in_place = true;
@@ -123,9 +123,59 @@ TEST_CASE("strided, in-place and misaligned calls") {
     }
 }
 
+// Which path a layout takes, and its results: rows off the pack grid whose
+// tensors agree in their offset within a pack run the vector kernels with
+// edges, in every family; tensors that disagree run the scalar kernels.
+TEST_CASE("rows off the pack grid: the vector kernels with edges, every family, both directions") {
+  const Device dev = duet::testing::first_gpu();
+  struct Layout {
+    const char* name;
+    std::int64_t extra_in, extra_out, misalign;  // strides cols + extra; pointers shifted
+    bool in_place;
+    const char* path;  // ",edges", ",vec1," or "" (vector, no edges)
+  };
+  const Layout layouts[] = {
+      {"contiguous", 0, 0, 0, false, nullptr},        // edges where cols is off the grid
+      {"shifted one element", 0, 0, 1, false, ",edges"},
+      {"odd strides, congruent", 3, 3, 0, false, ",edges"},
+      {"odd stride in place", 5, 5, 3, true, ",edges"},
+      {"strides differing by a pack", 1, 9, 0, false, ",edges"},
+      {"strides not congruent", 3, 0, 0, false, ",vec1,"},
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (bool bwd : {false, true})
+      // group_rows (small, two a warp), block_row, block_row_smem (bf16
+      // backward), cluster_row (sm_90 forward), split_stream
+      for (std::int64_t cols : {3, 13, 333, 4097, 12289, 40001, 65537, 300001})
+        for (const Layout& l : layouts) {
+          Case c;
+          c.dtype = dt;
+          c.backward = bwd;
+          c.op = cols % 2 ? Op::softmax : Op::log_softmax;
+          c.cols = cols;
+          c.rows = std::clamp<std::int64_t>((std::int64_t(1) << 20) / cols, 3, 700);
+          c.in_stride = cols + l.extra_in;
+          c.out_stride = cols + l.extra_out;
+          c.misalign = l.misalign;
+          c.in_place = l.in_place;
+          const auto o = run_case(dev, c);
+          INFO(c.name(), " (", l.name, ") via ", o.variant);
+          expect_ok(c, o);
+          const bool off_grid = cols % dtype_vec16(dt) != 0;
+          if (l.path == nullptr)
+            CHECK((o.variant.find(",edges") != std::string::npos) == off_grid);
+          else if (std::string(l.path) == ",vec1,")
+            CHECK(o.variant.find(",vec1,") != std::string::npos);
+          else
+            CHECK(o.variant.find(l.path) != std::string::npos);
+        }
+}
+
 TEST_CASE("inf, -inf and NaN propagate as in torch") {
   const Device dev = duet::testing::first_gpu();
-  for (std::int64_t cols : {5, 200, 3000, 40000, 70000, 131072, 262144, 300000}) {
+  // Odd lengths too: their first and last elements (row 3's NaN, row 2's
+  // +inf) sit in edge packs.
+  for (std::int64_t cols : {5, 200, 3000, 3001, 40000, 40001, 70000, 70001, 131072, 262144, 300000, 300001}) {
     const std::int64_t rows = 8;
     auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
     const float inf = std::numeric_limits<float>::infinity();
@@ -261,11 +311,14 @@ TEST_CASE("randomized differential: 2000 random shapes, strides, dtypes and alig
     c.rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(rng() % std::max<std::uint64_t>(1, (1 << 19) / c.cols + 1)));
     if (rng() % 2) c.in_stride = c.cols + static_cast<std::int64_t>(rng() % 17);
     if (rng() % 2) c.out_stride = c.cols + static_cast<std::int64_t>(rng() % 17);
+    if (rng() % 3 == 0) c.out_stride = c.in_stride;  // congruent rows: the vector kernels with edges
     c.misalign = rng() % 4 == 0 ? static_cast<std::int64_t>(rng() % 8) : 0;
     c.in_place = rng() % 5 == 0;
     try {
       const auto o = run_case(dev, c);
-      ++by_strategy[o.variant.substr(0, o.variant.find('<'))];
+      const bool edges = o.variant.find(",edges") != std::string::npos;
+      const bool scalar = o.variant.find(",vec1,") != std::string::npos;
+      ++by_strategy[o.variant.substr(0, o.variant.find('<')) + (edges ? "+edges" : scalar ? "+scalar" : "")];
       if (!o.check.ok) {
         ++failures;
         MESSAGE(c.name(), " via ", o.variant, ": ", o.check.first_failure);

@@ -194,7 +194,9 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
     j["why"] = std::string(req.rows == 0 ? "0 rows" : "0 columns") + ": a no-op, nothing is launched";
     return j;
   }
-  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, req.cols % duet::dtype_vec16(req.dtype) == 0};
+  // Dense rows from the start of an allocation, as a contiguous tensor:
+  // the vector kernels, with edges for row lengths off the pack grid.
+  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true};
   duet::Plan p;
   try {
     p = duet::plan_softmax(e.props, shape, attribute_source(e));
@@ -449,7 +451,9 @@ int main(int argc, char** argv) {
     json out = {{"devices", json::array()}, {"backends", json::array()}, {"plans", json::array()}};
     std::vector<json> plan_json;
     for (const auto& e : entries) {
-      const bool host_beside_gpus = !e.props.is_gpu() && gpus > 0 && device_index < 0;  // plan the GPUs only
+      // Live devices: plan the GPUs only, not the host beside them. A
+      // property file is planned whatever this machine has.
+      const bool host_beside_gpus = !only_files && !e.props.is_gpu() && gpus > 0 && device_index < 0;
       if (!host_beside_gpus)
         for (const auto& r : requests) {
           const auto fused = fused_request(op_name, backward);

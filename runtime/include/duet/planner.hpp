@@ -36,9 +36,16 @@ struct SoftmaxShape {
   bool backward = false;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  // 16-byte accesses are possible: every pointer 16-byte aligned, every
-  // stride and the row length multiples of the vector width.
+  // 16-byte accesses are possible: every tensor starts each row at the same
+  // element offset within a 16-byte pack (pointers and row strides
+  // congruent modulo the pack's elements). The library's calls set it from
+  // their tensors.
   bool vector_ok = true;
+  // vector_ok rows that do not all start on a pack boundary (a view at an
+  // odd element, a row stride not a whole number of packs): the vector
+  // kernels with edges serve them. A row length not a whole number of packs
+  // needs them whatever this says.
+  bool row_edges = false;
   // cluster_row may be planned where the device launches clusters; false
   // when the vendor found no cluster of the planned shape would fit, or
   // DUET_CLUSTER=0 asks for the single-block kernels.
