@@ -141,9 +141,10 @@ constexpr int block_row_smem_vpt(bool backward) { return backward ? 2 : 4; }
 // Per dtype and direction, three paths: 16-byte vectors (rows of whole
 // packs), the same with edges, and scalar accesses.
 enum class Path : int { vector = 0, vector_edges = 1, scalar = 2 };
-// group_rows with edges: a row's first 8 lanes hold its up to 2 x 7 edge
-// elements in two slots at most.
-inline constexpr int kEdgesMinGroup = 8;
+// group_rows with edges: a row's first 4 lanes hold its up to 2 x 7 edge
+// elements in four slots at most. Fewer lanes a row than the rows of whole
+// packs get would halve the rows a warp takes at short rows.
+inline constexpr int kEdgesMinGroup = 4;
 
 constexpr int count_variants() {
   int n = 0;

@@ -110,12 +110,13 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
     return plan_softmax(h100, s, recorded(h100));
   };
   // An odd length: its body of whole packs is planned as a row (33 f32: 8
-  // packs at most), at least 8 threads a row, who hold the edges.
+  // packs at most), at least 4 threads a row, who hold the edges.
   Plan p = plan(33, DType::f32, false, true, false);
   CHECK(variant_name(p.kernel) == "group_rows<f32,vec4,g8,v1,r2,edges>");
   CHECK(p.why.find("row of 8 vectors") == 0);
   CHECK(p.why.find("element by element") != std::string::npos);
-  CHECK(variant_name(plan(3, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g8,v1,r2,edges>");
+  CHECK(variant_name(plan(3, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
+  CHECK(variant_name(plan(33, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
   // Whole packs from a pack boundary: no edges; off a boundary: edges.
   CHECK(!plan(4096, DType::bf16, false, true, false).kernel.edges);
   p = plan(4096, DType::bf16, false, true, true);

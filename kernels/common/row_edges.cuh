@@ -47,33 +47,37 @@ template <class T, int PACK, int THREADS, bool BACKWARD>
 struct EdgeElements {
   static_assert(PACK > 1, "edges are the vector path's");
   static constexpr int kSlots = (2 * (PACK - 1) + THREADS - 1) / THREADS;
-  bool has[kSlots];
-  int col[kSlots];  // the element's column in the row
+  // Which elements a slot holds is worked out where it is used, from the
+  // span: cheaper than registers for it beside the packs.
+  RowSpan span;
+  int thread;
   float x[kSlots];
   float g[BACKWARD ? kSlots : 1];
 
   // Which edge elements this thread (of the row's THREADS) holds; none
   // where ok is false.
-  __device__ __forceinline__ void place(const RowSpan& s, int thread, bool ok) {
-#pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      const int e = thread + k * THREADS;
-      has[k] = ok && e < s.head + s.tail;
-      col[k] = e < s.head ? e : e + s.body * PACK;
-    }
+  __device__ __forceinline__ void place(const RowSpan& s, int t, bool ok) {
+    span = ok ? s : RowSpan{0, 0, 0};
+    thread = t;
+  }
+  __device__ __forceinline__ bool has(int k) const { return thread + k * THREADS < span.head + span.tail; }
+  // The slot's column in the row: head elements first, then the tail's.
+  __device__ __forceinline__ int col(int k) const {
+    const int e = thread + k * THREADS;
+    return e < span.head ? e : e + span.body * PACK;
   }
   __device__ __forceinline__ void load(const T* xr, const T* gr) {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
-      if (has[k]) {
-        x[k] = to_float(xr[col[k]]);
-        if constexpr (BACKWARD) g[k] = to_float(gr[col[k]]);
+      if (has(k)) {
+        x[k] = to_float(xr[col(k)]);
+        if constexpr (BACKWARD) g[k] = to_float(gr[col(k)]);
       }
   }
   __device__ __forceinline__ float max(float m) const {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
-      if (has[k]) m = fmaxf(m, x[k]);
+      if (has(k)) m = fmaxf(m, x[k]);
     return m;
   }
   // s plus term(x) (forward) or term(x, dy) (backward) over the edges.
@@ -81,7 +85,7 @@ struct EdgeElements {
   __device__ __forceinline__ float sum(float s, const Term& term) const {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
-      if (has[k]) {
+      if (has(k)) {
         if constexpr (BACKWARD)
           s += term(x[k], g[k]);
         else
@@ -93,14 +97,14 @@ struct EdgeElements {
   __device__ __forceinline__ void online(float& m, float& s) const {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
-      if (has[k]) online_add<1>(m, s, [&](int) { return x[k]; });
+      if (has(k)) online_add<1>(m, s, [&](int) { return x[k]; });
   }
   // Writes value(x, dy) (forward: dy is x) for every edge element.
   template <class Value>
   __device__ __forceinline__ void store(T* orow, const Value& value) const {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
-      if (has[k]) orow[col[k]] = from_float<T>(value(x[k], BACKWARD ? g[k] : x[k]));
+      if (has(k)) orow[col(k)] = from_float<T>(value(x[k], BACKWARD ? g[k] : x[k]));
   }
 };
 

@@ -8,7 +8,8 @@
 // the first reduction, so every thread has several packs in flight
 // (kGroupShapes and kGroupRowsInFlight in softmax_variants.hpp).
 // EDGES: rows off the pack grid, their edge elements held beside the packs
-// by the group's first lanes (common/row_edges.cuh; at least 8 threads a row).
+// by the group's first lanes (common/row_edges.cuh; at least kEdgesMinGroup
+// threads a row).
 // Grid: blocks of kGroupRowsBlock threads, one per kGroupRowsBlock /
 // THREADS_PER_ROW * ROWS_PER_STEP rows, up to the planner's waves
 // (runtime/src/planner.cpp, grid_for); no workspace.
@@ -22,7 +23,7 @@ namespace duet::DUET_NS::kernels {
 
 template <class T, int PACK, int THREADS_PER_ROW, int VECS_PER_THREAD, int ROWS_PER_STEP, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs a) {
-  static_assert(!EDGES || THREADS_PER_ROW >= 8, "a row's first lanes hold its edges");
+  static_assert(!EDGES || THREADS_PER_ROW >= kEdgesMinGroup, "a row's first lanes hold its edges");
   using P = Pack<T, PACK>;
   constexpr int kGroups = kGroupRowsBlock / THREADS_PER_ROW;  // groups in a block
   constexpr int kRowsPerBlock = kGroups * ROWS_PER_STEP;
