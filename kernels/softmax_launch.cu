@@ -9,6 +9,7 @@
 #include "backend_api.hpp"
 #include "families/block_row.cuh"
 #include "families/cluster_row.cuh"
+#include "families/flat_rows.cuh"
 #include "families/group_rows.cuh"
 #include "families/split_row.cuh"
 #include "families/split_stream.cuh"
@@ -38,6 +39,8 @@ constexpr KernelPair make_entry() {
     return {&kernels::cluster_row_kernel<T, v.vec, v.vpt, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::split_stream) {
     return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
+  } else if constexpr (v.strategy == Strategy::flat_rows) {
+    return {&kernels::flat_rows_kernel<T, v.vec, kFlatRowsBlock, v.backward>, nullptr};
   } else {
     static_assert(!v.edges, "split_row has no edges");
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
@@ -120,6 +123,9 @@ void check_layout(const Variant& v, const SoftmaxArgs& a) {
                 variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements)");
+  if (v.strategy == Strategy::flat_rows && a.rows > 1 &&
+      (a.x_stride != a.cols || a.out_stride != a.cols || (v.backward && a.dy_stride != a.cols)))
+    throw Error(Status::invalid_argument, variant_name(v) + " needs every tensor's rows back to back (row stride = cols)");
   if (!v.edges && !rows_on_packs(elem, v.vec, a.rows, a.cols, a.x, a.x_stride))
     throw Error(Status::invalid_argument, variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
                                               "-element packs from a pack boundary; the entry with edges serves others");

@@ -40,6 +40,10 @@ enum class Strategy : int {
   // ticket queue, the second pass trailing the first by a window the L2
   // holds, so the second read of a chunk mostly hits L2.
   split_stream = 5,
+  // Short rows off the pack grid stored back to back: a block moves a tile
+  // of rows as the aligned packs that cover it through shared memory, a
+  // thread a row.
+  flat_rows = 6,
 };
 
 struct Variant {
@@ -145,6 +149,12 @@ enum class Path : int { vector = 0, vector_edges = 1, scalar = 2 };
 // elements in four slots at most. Fewer lanes a row than the rows of whole
 // packs get would halve the rows a warp takes at short rows.
 inline constexpr int kEdgesMinGroup = 4;
+// flat_rows: rows a block (one a thread), and rows shorter than this many
+// packs take it (where their tensors' rows lie back to back): group_rows
+// with edges measured 0.22-0.82 of copy at bf16 N = 9..65, above 0.94 from
+// N = 127 (bench/NOTES.md, v35).
+inline constexpr int kFlatRowsBlock = 128;
+inline constexpr int kFlatRowsMaxPacks = 32;
 
 constexpr int count_variants() {
   int n = 0;
@@ -154,7 +164,8 @@ constexpr int count_variants() {
         const Path path = static_cast<Path>(v);
         for (const auto& g : kGroupShapes) n += path != Path::vector_edges || g[0] >= kEdgesMinGroup ? 1 : 0;
         n += (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
-             (path != Path::vector_edges ? 1 : 0) + (bwd == 0 && path != Path::scalar ? 1 : 0);
+             (path != Path::vector_edges ? 1 : 0) + (bwd == 0 && path != Path::scalar ? 1 : 0) +
+             (path == Path::vector_edges ? 1 : 0);
       }
   return n;
 }
@@ -183,6 +194,7 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         out[i++] = Variant{Strategy::split_stream, dt, back, vec, 0, split_stream_vpt(back), 1, e};
         if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
           out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e};
+        if (e) out[i++] = Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true};
       }
   return out;
 }

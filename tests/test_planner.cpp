@@ -105,18 +105,32 @@ TEST_CASE("strategy by row length on H100") {
 TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar ones where tensors disagree") {
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;
-  auto plan = [&](std::int64_t cols, DType dt, bool bwd, bool vector_ok, bool row_edges) {
-    SoftmaxShape s{dt, bwd, 4096, cols, vector_ok, row_edges};
+  auto plan = [&](std::int64_t cols, DType dt, bool bwd, bool vector_ok, bool row_edges, bool dense = true) {
+    SoftmaxShape s{dt, bwd, 4096, cols, vector_ok, row_edges, dense};
     return plan_softmax(h100, s, recorded(h100));
   };
-  // An odd length: its body of whole packs is planned as a row (33 f32: 8
-  // packs at most), at least 4 threads a row, who hold the edges.
-  Plan p = plan(33, DType::f32, false, true, false);
+  // An odd length in rows not back to back: its body of whole packs is
+  // planned as a row (33 f32: 8 packs at most), at least 4 threads a row,
+  // who hold the edges.
+  Plan p = plan(33, DType::f32, false, true, false, false);
   CHECK(variant_name(p.kernel) == "group_rows<f32,vec4,g8,v1,r2,edges>");
   CHECK(p.why.find("row of 8 vectors") == 0);
   CHECK(p.why.find("element by element") != std::string::npos);
-  CHECK(variant_name(plan(3, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
-  CHECK(variant_name(plan(33, DType::bf16, false, true, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
+  CHECK(variant_name(plan(3, DType::bf16, false, true, false, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
+  CHECK(variant_name(plan(33, DType::bf16, false, true, false, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
+  // Back to back, short rows off the grid move through shared memory as one
+  // run of packs a tile: 128 rows of 33 bf16, 529 packs of 16 bytes at most,
+  // 5 a thread (10 240 bytes); backward holds y and dy.
+  p = plan(33, DType::bf16, false, true, false);
+  CHECK(variant_name(p.kernel) == "flat_rows<bf16,vec8,v0,edges>");
+  CHECK(p.rows_per_block == kFlatRowsBlock);
+  CHECK(p.launch.dynamic_smem_bytes == 5 * 128 * 16);
+  CHECK(plan(33, DType::bf16, true, true, false).launch.dynamic_smem_bytes == 2 * 5 * 128 * 16);
+  CHECK(p.geometry.grid == 4096 / 128);
+  CHECK(plan(3, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
+  // Not past kFlatRowsMaxPacks, nor for rows on the grid.
+  CHECK(plan(kFlatRowsMaxPacks * 8 + 1, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
+  CHECK(plan(32, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
   // Whole packs from a pack boundary: no edges; off a boundary: edges.
   CHECK(!plan(4096, DType::bf16, false, true, false).kernel.edges);
   p = plan(4096, DType::bf16, false, true, true);

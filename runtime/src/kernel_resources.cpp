@@ -125,6 +125,10 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
   } else if (kernel == "split_stream") {
     v.strategy = Strategy::split_stream;
     v.vpt = to_int(m[4]);
+  } else if (kernel == "flat_rows") {  // flat_rows_kernel<T, PACK, ROWS, BACKWARD>
+    v.strategy = Strategy::flat_rows;
+    v.vpt = 0;
+    v.edges = true;
   } else {
     return -1;
   }
@@ -188,6 +192,7 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
           case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
           case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
+          case Strategy::flat_rows: a.max_threads_per_block = kFlatRowsBlock; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

@@ -52,7 +52,9 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   p.smem_vecs = smem_vecs;
   p.launch.threads_per_block = threads;
   p.launch.dynamic_smem_bytes = std::int64_t(smem_vecs) * threads * vec_bytes * (s.backward ? 2 : 1);
-  p.rows_per_block = v.strategy == Strategy::group_rows ? threads / v.group * v.rows : 1;
+  p.rows_per_block = v.strategy == Strategy::group_rows  ? threads / v.group * v.rows
+                     : v.strategy == Strategy::flat_rows ? threads
+                                                         : 1;
   p.max_grid = max_grid_blocks(dev, threads);
   if (dev.is_gpu()) {
     p.exact = exact_occupancy(dev, p.attributes, p.launch);
@@ -128,7 +130,8 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
               (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string()));
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
-    case Strategy::group_rows: work = ceil_div(rows, p.rows_per_block); break;
+    case Strategy::group_rows:
+    case Strategy::flat_rows: work = ceil_div(rows, p.rows_per_block); break;
     case Strategy::block_row:
     case Strategy::block_row_smem: work = rows; break;
     case Strategy::split_row:
@@ -199,7 +202,21 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   };
 
   Plan plan;
-  if (nv <= 256) {
+  bool planned = false;
+  if (edges && s.dense_rows && nv < kFlatRowsMaxPacks && !s.force_split && !s.force_stream) {
+    // flat_rows: a tile of kFlatRowsBlock rows of each tensor read, from the
+    // pack boundary before its first element, in shared memory.
+    const std::int64_t tile_packs = (std::int64_t(kFlatRowsBlock) * s.cols + 2 * (vec - 1)) / vec;
+    const int smem_vecs = static_cast<int>(ceil_div(tile_packs, kFlatRowsBlock));
+    plan = make_plan(dev, s, variant(Strategy::flat_rows, 0, 0), kFlatRowsBlock, smem_vecs, attributes);
+    planned = plan.exact.blocks_per_sm >= 1 &&
+              (!dev.is_gpu() ||
+               plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes <= dev.smem_per_block_optin);
+    plan.why = "rows of " + std::to_string(s.cols) + " elements off the pack grid, back to back: tiles of " +
+               std::to_string(kFlatRowsBlock) + " rows through shared memory (" +
+               std::to_string(plan.launch.dynamic_smem_bytes) + " B), a thread a row";
+  }
+  if (!planned && nv <= 256) {
     // group_rows: at least 8 threads a row (whole 128-byte lines a load; the
     // whole row if it is shorter), then 2 vectors a thread in flight (two
     // rows a step where a row has fewer) up to a warp a row, then up to 8
@@ -213,7 +230,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
     plan = make_plan(dev, s, variant(Strategy::group_rows, group, vpt, rows), kGroupRowsBlock, 0, attributes);
     plan.why = "row of " + std::to_string(nv) + " vectors fits " + std::to_string(group) + " threads x " +
                std::to_string(vpt) + " vectors in registers";
-  } else {
+  } else if (!planned) {
     const int max_vpt = s.backward ? kBlockVptBackward.back() : kBlockVpt.back();
     bool fits = false;
     if (nv <= std::int64_t(kBlockRowMaxThreads) * max_vpt) {

@@ -53,10 +53,14 @@ bool vector_ok(const SoftmaxCall& c) {
 bool row_edges(const SoftmaxCall& c) {
   return !rows_on_packs(dtype_size(c.dtype), dtype_vec16(c.dtype), c.rows, c.cols, c.x, c.x_stride);
 }
+// Every tensor's rows back to back (row stride = cols).
+bool dense_rows(const SoftmaxCall& c) {
+  return c.rows <= 1 || (c.x_stride == c.cols && c.out_stride == c.cols && (!c.backward || c.dy_stride == c.cols));
+}
 
 // ------------------------------------------------------------- caches
-// (backend, ordinal, dtype, backward, vector path, edges, cols)
-using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, bool, std::int64_t>;
+// (backend, ordinal, dtype, backward, vector path, edges, dense rows, cols)
+using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, bool, bool, std::int64_t>;
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
@@ -133,14 +137,14 @@ SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
 
 // The cached plan for a shape class (entries are never erased, so the
 // reference stays valid); its grid is for the rows it was planned with.
-const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, std::int64_t rows,
-                        std::int64_t cols) {
-  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, edges, cols};
+const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, bool dense,
+                        std::int64_t rows, std::int64_t cols) {
+  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols};
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec, edges});
+      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec, edges, dense});
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       // The occupancy model counts blocks per SM; how many clusters find
@@ -174,7 +178,7 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
   const bool vec = vector_ok(c);
-  return cached_plan(dev, c.dtype, c.backward, vec, vec && row_edges(c), c.rows, c.cols);
+  return cached_plan(dev, c.dtype, c.backward, vec, vec && row_edges(c), dense_rows(c), c.rows, c.cols);
 }
 
 // A caller's workspace for a call that needs `needed` bytes, apart from
@@ -205,10 +209,14 @@ std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, st
   // The caller's pointers and strides are not known here, so the answer
   // covers every path they may take: scalar, vector with edges, and vector
   // without where the row length is whole packs.
-  std::int64_t bytes = grid_for(cached_plan(dev, dtype, backward, false, false, rows, cols), rows).workspace_bytes;
-  bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, true, rows, cols), rows).workspace_bytes);
+  // (Whether rows lie back to back changes only short rows' kernels, which
+  // need no workspace.)
+  std::int64_t bytes = grid_for(cached_plan(dev, dtype, backward, false, false, false, rows, cols), rows).workspace_bytes;
+  bytes = std::max(bytes,
+                   grid_for(cached_plan(dev, dtype, backward, true, true, false, rows, cols), rows).workspace_bytes);
   if (cols % dtype_vec16(dtype) == 0)
-    bytes = std::max(bytes, grid_for(cached_plan(dev, dtype, backward, true, false, rows, cols), rows).workspace_bytes);
+    bytes = std::max(
+        bytes, grid_for(cached_plan(dev, dtype, backward, true, false, false, rows, cols), rows).workspace_bytes);
   return static_cast<std::size_t>(bytes);
 }
 

@@ -19,6 +19,7 @@ std::string to_string(Strategy s) {
     case Strategy::block_row_smem: return "block_row_smem";
     case Strategy::cluster_row: return "cluster_row";
     case Strategy::split_stream: return "split_stream";
+    case Strategy::flat_rows: return "flat_rows";
   }
   return "unknown";
 }

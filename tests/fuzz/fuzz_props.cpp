@@ -185,6 +185,13 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(groups >= 1 && p.rows_per_block >= 1 && p.rows_per_block % groups == 0, ctx);
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
+  } else if (p.kernel.strategy == Strategy::flat_rows) {
+    // A tile of a block's rows (a thread each), from the pack boundary
+    // before its first element, in shared memory for each tensor read.
+    FUZZ_CHECK(p.rows_per_block == p.launch.threads_per_block && s.dense_rows && v.edges, ctx);
+    const __int128 tile_bytes = (__int128(p.rows_per_block) * s.cols + 2 * (v.vec - 1)) / v.vec * 16;
+    FUZZ_CHECK(__int128(p.launch.dynamic_smem_bytes) >= tile_bytes * (s.backward ? 2 : 1), ctx);
+    work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
     // Chunked rows (split_row, split_stream, cluster_row): enough chunks,
     // none empty; split_row: one (max, sum) float pair per (row, chunk);
@@ -292,12 +299,14 @@ SoftmaxShape fuzz_shape(FuzzedDataProvider& p) {
   const bool backward = p.ConsumeBool();
   const bool vector_ok = p.ConsumeBool();
   const bool row_edges = vector_ok && p.ConsumeBool();
+  const bool dense_rows = p.ConsumeBool();
   // Rows: any int64 the API accepts. Cols: mostly vector multiples.
   const std::int64_t rows = pick<std::int64_t>(p, 0, std::int64_t(1) << 32);
   std::int64_t cols = pick<std::int64_t>(p, 1, std::int64_t(1) << 31);
   if (vector_ok && p.ConsumeBool() && cols > 0 && cols < (std::int64_t(1) << 40)) cols = (cols + 7) / 8 * 8;
   SoftmaxShape s = shape(t, backward, rows, cols, vector_ok);
   s.row_edges = row_edges;
+  s.dense_rows = dense_rows;
   return s;
 }
 

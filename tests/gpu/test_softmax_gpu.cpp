@@ -139,14 +139,16 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, every family, 
       {"shifted one element", 0, 0, 1, false, ",edges"},
       {"odd strides, congruent", 3, 3, 0, false, ",edges"},
       {"odd stride in place", 5, 5, 3, true, ",edges"},
+      {"back to back in place", 0, 0, 3, true, ",edges"},
       {"strides differing by a pack", 1, 9, 0, false, ",edges"},
       {"strides not congruent", 3, 0, 0, false, ",vec1,"},
   };
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (bool bwd : {false, true})
-      // group_rows (small, two a warp), block_row, block_row_smem (bf16
-      // backward), cluster_row (sm_90 forward), split_stream
-      for (std::int64_t cols : {3, 13, 333, 4097, 12289, 40001, 65537, 300001})
+      // flat_rows (short, back to back), group_rows, block_row,
+      // block_row_smem (bf16 backward), cluster_row (sm_90 forward),
+      // split_stream
+      for (std::int64_t cols : {3, 13, 77, 333, 4097, 12289, 40001, 65537, 300001})
         for (const Layout& l : layouts) {
           Case c;
           c.dtype = dt;

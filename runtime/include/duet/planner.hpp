@@ -2,6 +2,8 @@
 // kernels' attributes, pick the kernel variant and the persistent grid.
 //
 // Strategy by row length (vectors of 16 bytes per row, nv):
+//   short, off the pack grid  flat_rows: rows back to back move as one run
+//                             of packs through shared memory, a thread a row
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
 //   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
@@ -46,6 +48,10 @@ struct SoftmaxShape {
   // kernels with edges serve them. A row length not a whole number of packs
   // needs them whatever this says.
   bool row_edges = false;
+  // Every tensor's rows lie back to back (row stride = cols), as in a
+  // contiguous tensor: flat_rows may serve short rows off the pack grid.
+  // The library's calls set it from their tensors.
+  bool dense_rows = true;
   // cluster_row may be planned where the device launches clusters; false
   // when the vendor found no cluster of the planned shape would fit, or
   // DUET_CLUSTER=0 asks for the single-block kernels.
