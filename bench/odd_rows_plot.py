@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Rows off the 16-byte pack grid beside their aligned neighbours: the
-ratio to copy of each row length, odd and aligned, one panel per dtype and
-direction, from duet-bench JSON files (any number, merged by point).
+ratio to copy of each row length, one panel per dtype and direction, one
+line per kind of kernel (rows of whole packs; odd rows on the kernels with
+edges; odd rows on flat_rows), from duet-bench JSON files (any number,
+merged by point and kind).
 
     python3 bench/odd_rows_plot.py bench/results/h100/bench_odd_v35.json \\
-        bench/results/h100/bench_odd_short_v35.json --out bench/results/h100/bench_odd_v35.png
+        bench/results/h100/bench_odd_short_v35.json bench/results/h100/bench_flat_v35.json \\
+        --out bench/results/h100/bench_odd_v35.png
 """
 import argparse
 import json
@@ -22,22 +25,26 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("matplotlib is needed for the plot")
+    kinds = (("rows of whole 16-byte packs", "o-"), ("odd rows, kernels with edges", "s--"),
+             ("odd rows, flat_rows", "^:"))
+
+    def kind(variant):
+        return kinds[2][0] if variant.startswith("flat_rows") else kinds[1][0] if ",edges" in variant else kinds[0][0]
+
     points, device, commits = {}, "", []
     for path in args.json:
         doc = json.load(open(path))
         device = doc["device"]["name"]
         commits.append(doc["commit"])
         for r in doc["results"]:
-            points[(r["op"], r["dtype"], r["cols"])] = r["ratio"]  # later files win
-    panels = sorted({(op, dt) for op, dt, _ in points})
+            points[(r["op"], r["dtype"], kind(r["variant"]), r["cols"])] = r["ratio"]  # later files win
+    panels = sorted({(op, dt) for op, dt, _, _ in points})
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
     for ax, (op, dt) in zip(axes[0], panels):
-        cols = sorted(c for o, d, c in points if (o, d) == (op, dt))
-        vec = 4 if dt == "f32" else 8
-        for label, keep, style in (("rows of whole 16-byte packs", lambda c: c % vec == 0, "o-"),
-                                   ("odd rows (edges)", lambda c: c % vec != 0, "s--")):
-            xs = [c for c in cols if keep(c)]
-            ax.plot(xs, [points[(op, dt, c)] for c in xs], style, label=label, markersize=4)
+        for label, style in kinds:
+            xs = sorted(c for o, d, k, c in points if (o, d, k) == (op, dt, label))
+            if xs:
+                ax.plot(xs, [points[(op, dt, label, c)] for c in xs], style, label=label, markersize=4)
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1.1)
         ax.set_xlabel("N (row length)")

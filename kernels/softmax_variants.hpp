@@ -149,12 +149,15 @@ enum class Path : int { vector = 0, vector_edges = 1, scalar = 2 };
 // elements in four slots at most. Fewer lanes a row than the rows of whole
 // packs get would halve the rows a warp takes at short rows.
 inline constexpr int kEdgesMinGroup = 4;
-// flat_rows: rows a block (one a thread), and rows shorter than this many
-// packs take it (where their tensors' rows lie back to back): group_rows
-// with edges measured 0.22-0.82 of copy at bf16 N = 9..65, above 0.94 from
-// N = 127 (bench/NOTES.md, v35).
+// flat_rows: rows a block (one a thread). Rows of at most 4 whole packs
+// take it forward, at most 3 backward (where their tensors' rows lie back
+// to back): on the H100 it led group_rows with edges up to there (bf16 N =
+// 9 / 17 / 33 forward: 0.56 / 0.66 / 0.78 of copy against 0.22 / 0.41 /
+// 0.63) and trailed it past (bf16 N = 65 forward: 0.75 against 0.82; f32
+// backward N = 17: 0.99 against 1.00, 65: 0.77 against 1.00; bench/NOTES.md,
+// v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
-inline constexpr int kFlatRowsMaxPacks = 32;
+constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 
 constexpr int count_variants() {
   int n = 0;

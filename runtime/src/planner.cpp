@@ -203,7 +203,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
 
   Plan plan;
   bool planned = false;
-  if (edges && s.dense_rows && nv < kFlatRowsMaxPacks && !s.force_split && !s.force_stream) {
+  if (edges && s.dense_rows && nv <= flat_rows_max_packs(s.backward) && !s.force_split && !s.force_stream) {
     // flat_rows: a tile of kFlatRowsBlock rows of each tensor read, from the
     // pack boundary before its first element, in shared memory.
     const std::int64_t tile_packs = (std::int64_t(kFlatRowsBlock) * s.cols + 2 * (vec - 1)) / vec;
