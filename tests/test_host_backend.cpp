@@ -127,3 +127,28 @@ TEST_CASE("an allocation the machine cannot satisfy is out_of_memory, not a cras
     CHECK(e.status() == Status::out_of_memory);
   }
 }
+
+TEST_CASE("set_plan_options: later calls plan with the new switches, earlier plans stay as they were") {
+  const Device dev(BackendKind::host, 0);
+  const std::int64_t rows = 4, cols = 4096;
+  std::vector<float> x(rows * cols, 0.5f), y(rows * cols);
+  SoftmaxCall call;
+  call.rows = rows;
+  call.cols = cols;
+  call.x = x.data();
+  call.x_stride = cols;
+  call.out = y.data();
+  call.out_stride = cols;
+  const PlanOptions before = plan_options();
+  const Plan planned = plan_for(dev, call);
+  CHECK(planned.kernel.strategy != Strategy::split_stream);
+  PlanOptions stream = before;
+  stream.force_stream = true;
+  set_plan_options(stream);
+  CHECK(plan_options().force_stream);
+  CHECK(plan_for(dev, call).kernel.strategy == Strategy::split_stream);
+  run(dev, call);  // the host runs its own loops whatever the plan: still softmax
+  CHECK(std::abs(y[0] - 1.0f / cols) < 1e-9f);
+  set_plan_options(before);
+  CHECK(plan_for(dev, call).kernel.strategy == planned.kernel.strategy);
+}

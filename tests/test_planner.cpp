@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "duet/error.hpp"
@@ -78,7 +80,7 @@ TEST_CASE("strategy by row length on H100") {
   // the row in 1024 threads, the planner's own choice where not.
   auto forced = [&](std::int64_t cols, int block_vpt) {
     SoftmaxShape s{DType::f32, false, 4096, cols, true};
-    s.block_vpt = block_vpt;
+    s.options.block_vpt = block_vpt;
     return plan_softmax(h100, s, recorded(h100));
   };
   CHECK(forced(4096, 2).kernel.vpt == 2);
@@ -156,7 +158,7 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
   CHECK(std::int64_t(p.chunks_per_row) * p.chunk_elems >= (1 << 20) + 1);
   // split_row, an experiment, has no edges: such rows run it scalar.
   SoftmaxShape split{DType::f32, false, 64, 100001, true, false};
-  split.force_split = true;
+  split.options.force_split = true;
   p = plan_softmax(h100, split, recorded(h100));
   CHECK(p.kernel.strategy == Strategy::split_row);
   CHECK(p.kernel.vec == 1);
@@ -217,7 +219,7 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   CHECK(one.geometry.grid == 2 * 32);
   // A slack from the environment (DUET_STREAM_SLACK) replaces the default.
   SoftmaxShape tight = shape(64, 1 << 20);
-  tight.stream_slack = 1;
+  tight.options.stream_slack = 1;
   CHECK(plan_softmax(h100, tight, recorded(h100)).stream_lag == 65);
   // Backward keeps two tensors: 4 vectors of each a thread.
   const Plan b = plan_softmax(h100, shape(64, 1 << 20, true), recorded(h100));
@@ -226,14 +228,14 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   CHECK(b.chunk_elems == 8192);
   // DUET_STRATEGY=split_row: the two-kernel version, its partials only.
   SoftmaxShape two = shape(4096, 1 << 20);
-  two.force_split = true;
+  two.options.force_split = true;
   const Plan s = plan_softmax(h100, two, recorded(h100));
   CHECK(s.kernel.strategy == Strategy::split_row);
   CHECK(s.workspace_bytes == 4096 * s.chunks_per_row * 8);
   CHECK(s.finalize_geometry.grid == s.geometry.grid);
   // DUET_STRATEGY=split_stream: wherever group_rows does not fit.
   SoftmaxShape forced = shape(4096, 4096);
-  forced.force_stream = true;
+  forced.options.force_stream = true;
   const Plan f = plan_softmax(h100, forced, recorded(h100));
   CHECK(f.kernel.strategy == Strategy::split_stream);
   CHECK(f.chunks_per_row == 1);
@@ -245,7 +247,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(h100.cluster_launch);
   auto plan = [&](const DeviceProps& d, std::int64_t cols, DType dt = DType::f32, bool clusters = true) {
     SoftmaxShape s{dt, false, 4096, cols, true};
-    s.allow_clusters = clusters;
+    s.options.allow_clusters = clusters;
     return plan_softmax(d, s, recorded(d));
   };
   // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors hold
@@ -274,7 +276,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   // At most 8 blocks: what the runtime plans again with where the device
   // holds no cluster of 16.
   SoftmaxShape portable{DType::f32, false, 4096, 131072, true};
-  portable.max_cluster_blocks = kPortableClusterBlocks;
+  portable.options.max_cluster_blocks = kPortableClusterBlocks;
   CHECK(plan_softmax(h100, portable, recorded(h100)).chunks_per_row == 8);
   portable.cols = 262144;
   CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::split_stream);
@@ -293,14 +295,14 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
   // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do.
   SoftmaxShape sixteen{DType::f32, false, 4096, 65536, true};
-  sixteen.min_cluster_blocks = 16;
+  sixteen.options.min_cluster_blocks = 16;
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).launch.threads_per_block == 128);
   // A row one block_row holds (once an SM, 1024 x 8 vectors) stays there
   // unless clusters are preferred (DUET_CLUSTER=prefer).
   CHECK(plan(h100, 32768).kernel.strategy == Strategy::block_row);
   SoftmaxShape prefer{DType::f32, false, 4096, 32768, true};
-  prefer.prefer_clusters = true;
+  prefer.options.prefer_clusters = true;
   CHECK(plan_softmax(h100, prefer, recorded(h100)).kernel.strategy == Strategy::cluster_row);
   CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 8);  // 8 x 128 threads
   CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
@@ -604,4 +606,74 @@ TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row")
   CHECK_FALSE(detail::fused_row_edges(w));  // one row: its stride never counts
   w.cols = 63;
   CHECK(detail::fused_row_edges(w));  // a tail
+}
+
+TEST_CASE("plan options: every switch from its environment variable, malformed values named, set from code") {
+  struct Var {
+    const char* name;
+    const char* value;
+  };
+  // Sets the variables for one read, then restores the environment.
+  auto with_env = [](std::initializer_list<Var> vars) {
+    for (const auto& v : vars) setenv(v.name, v.value, 1);
+    try {
+      const PlanOptions o = plan_options_from_environment();
+      for (const auto& v : vars) unsetenv(v.name);
+      return o;
+    } catch (...) {
+      for (const auto& v : vars) unsetenv(v.name);
+      throw;
+    }
+  };
+  // The variables the test runs under are put back at its end.
+  struct Saved {
+    std::vector<std::pair<std::string, std::string>> vars;
+    ~Saved() {
+      for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+    }
+  } saved;
+  for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
+                           "DUET_BLOCK_VPT", "DUET_PERSISTENT"})
+    if (const char* v = std::getenv(name)) {
+      saved.vars.emplace_back(name, v);
+      unsetenv(name);
+    }
+  const PlanOptions none = plan_options_from_environment();
+  CHECK(none.allow_clusters);
+  CHECK(!none.prefer_clusters);
+  CHECK(none.max_cluster_blocks == kMaxClusterBlocks);
+  CHECK(!none.force_split);
+  CHECK(!none.persistent);
+  CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
+  CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
+  CHECK(with_env({{"DUET_CLUSTER", "prefer"}}).prefer_clusters);
+  CHECK(with_env({{"DUET_CLUSTER_BLOCKS", "4"}}).min_cluster_blocks == 4);
+  CHECK(with_env({{"DUET_STRATEGY", "split_row"}}).force_split);
+  CHECK(with_env({{"DUET_STRATEGY", "split_stream"}}).force_stream);
+  CHECK(with_env({{"DUET_STREAM_SLACK", "12"}}).stream_slack == 12);
+  CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
+  CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
+  for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
+                         Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
+                         Var{"DUET_PERSISTENT", "true"}}) {
+    INFO(bad.name, "=", bad.value);
+    try {
+      (void)with_env({bad});
+      FAIL_CHECK("accepted");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK(std::string(e.what()).find(bad.name) != std::string::npos);
+      CHECK(std::string(e.what()).find(std::string("'") + bad.value + "'") != std::string::npos);
+    }
+  }
+  // The one-wave grid from the option: one wave of resident blocks.
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  SoftmaxShape s{DType::f32, false, 1 << 20, 1024, true};
+  const Plan waves = plan_softmax(h100, s, recorded(h100));
+  s.options.persistent = true;
+  const Plan one = plan_softmax(h100, s, recorded(h100));
+  CHECK(one.persistent);
+  CHECK(one.geometry.grid == one.resident_blocks);
+  CHECK(waves.geometry.grid == 64 * waves.resident_blocks);
 }

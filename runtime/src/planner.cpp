@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <string>
 
 #include "duet/error.hpp"
@@ -56,6 +55,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
                      : v.strategy == Strategy::flat_rows ? threads
                                                          : 1;
   p.max_grid = max_grid_blocks(dev, threads);
+  p.persistent = s.options.persistent;
   if (dev.is_gpu()) {
     p.exact = exact_occupancy(dev, p.attributes, p.launch);
     p.tutorial = tutorial_occupancy(dev, p.attributes, p.launch);
@@ -73,7 +73,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
     // two visits a block (a slack of one per resident block): finished,
     // unless it straggles.
     p.stream_lag = p.chunks_per_row +
-                   (s.stream_slack > 0 ? s.stream_slack : std::max<std::int64_t>(p.resident_blocks, 1));
+                   (s.options.stream_slack > 0 ? s.options.stream_slack : std::max<std::int64_t>(p.resident_blocks, 1));
   return p;
 }
 
@@ -92,21 +92,21 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 // also bench/experiments/synccheck_cluster_repro.cu's, whose simplest kernel only calls
 // cluster.sync(): a limit of the tool, v23.)
 // Returns false where the device has no clusters or the row needs more than
-// s.max_cluster_blocks.
+// s.options.max_cluster_blocks.
 bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                       const AttributeSource& attributes, Plan& out) {
-  if (!dev.cluster_launch || !s.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
+  if (!dev.cluster_launch || !s.options.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
   constexpr int vpt = kClusterRowVpt;
   constexpr std::int64_t max_slice = std::int64_t(kClusterRowMaxThreads) * vpt;
   constexpr std::int64_t min_slice = std::int64_t(128) * vpt;
-  const int most = std::min(s.max_cluster_blocks, kMaxClusterBlocks);
+  const int most = std::min(s.options.max_cluster_blocks, kMaxClusterBlocks);
   int blocks = 2;
   while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
   while (2 * blocks <= most &&
          ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
     blocks *= 2;
-  while (blocks < std::min(s.min_cluster_blocks, most)) blocks *= 2;  // DUET_CLUSTER_BLOCKS
+  while (blocks < std::min(s.options.min_cluster_blocks, most)) blocks *= 2;
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(
       std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
@@ -141,18 +141,15 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
   // covering the rest. A grid capped at one wave (the Triton tutorial's
-  // persistent grid, DUET_PERSISTENT=1) measured ~10% slower on the H200 at
+  // persistent grid, PlanOptions::persistent) measured ~10% slower on the H200 at
   // 256 MB (N = 64..4096 f32: 0.85-0.90 of copy against 0.95; NOTES.md).
-  static const bool persistent = [] {
-    const char* v = std::getenv("DUET_PERSISTENT");
-    return v != nullptr && std::string(v) == "1";
-  }();
+
   // cluster_row always gets one wave of clusters: launching a fresh cluster
   // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
   // (H200, bench/NOTES.md v10), the reverse of single blocks.
   // split_stream's blocks take their work from a queue: one wave.
   const std::int64_t waves =
-      persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
+      p.persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
           ? 1
           : kMaxWaves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
@@ -203,7 +200,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
 
   Plan plan;
   bool planned = false;
-  if (edges && s.dense_rows && nv <= flat_rows_max_packs(s.backward) && !s.force_split && !s.force_stream) {
+  if (edges && s.dense_rows && nv <= flat_rows_max_packs(s.backward) && !s.options.force_split && !s.options.force_stream) {
     // flat_rows: a tile of kFlatRowsBlock rows of each tensor read, from the
     // pack boundary before its first element, in shared memory.
     const std::int64_t tile_packs = (std::int64_t(kFlatRowsBlock) * s.cols + 2 * (vec - 1)) / vec;
@@ -241,9 +238,9 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       // thread. On the H200 a 1024 x 4 f32 block fit once per SM by
       // registers (0.82 of copy at N = 16384) where 512 x 8 fits twice (0.95).
       // DUET_BLOCK_VPT, where it holds the row and the direction has it.
-      const bool forced = s.block_vpt > 0 && std::int64_t(s.block_vpt) * kBlockRowMaxThreads >= nv &&
-                          s.block_vpt <= max_vpt;
-      for (int target : (forced ? std::array<int, 2>{s.block_vpt, s.block_vpt}
+      const bool forced = s.options.block_vpt > 0 && std::int64_t(s.options.block_vpt) * kBlockRowMaxThreads >= nv &&
+                          s.options.block_vpt <= max_vpt;
+      for (int target : (forced ? std::array<int, 2>{s.options.block_vpt, s.options.block_vpt}
                          : s.backward ? std::array<int, 2>{2, 4}
                                       : std::array<int, 2>{4, 8})) {
         const int threads = static_cast<int>(std::clamp<std::int64_t>(ceil_div(ceil_div(nv, target), 64) * 64, 128,
@@ -276,7 +273,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
       // against 0.85; bench/NOTES.md, v20). DUET_CLUSTER=prefer asks for
       // clusters for every type.
       Plan clustered;
-      const bool prefer = s.prefer_clusters || dtype_size(s.dtype) == 2;
+      const bool prefer = s.options.prefer_clusters || dtype_size(s.dtype) == 2;
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
           plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
@@ -299,13 +296,13 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
                    std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
       }
     }
-    if (s.force_split) {
+    if (s.options.force_split) {
       const int split_vec = edges ? 1 : vec;
       plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, split_vec, 0, 4}, kSplitRowBlock, 0,
                        attributes);
       plan.why = "split_row requested: " + std::to_string(plan.chunks_per_row) + " chunks of " +
                  std::to_string(plan.chunk_elems) + " elements, two kernels";
-    } else if (!fits || s.force_stream) {
+    } else if (!fits || s.options.force_stream) {
       plan = make_plan(dev, s, variant(Strategy::split_stream, 0, split_stream_vpt(s.backward)), kSplitStreamBlock, 0,
                        attributes);
       plan.why = "row of " + std::to_string(nv) + " vectors exceeds one block's on-chip memory: " +

@@ -1,11 +1,10 @@
 #include "duet/softmax.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -59,11 +58,22 @@ bool dense_rows(const SoftmaxCall& c) {
 }
 
 // ------------------------------------------------------------- caches
-// (backend, ordinal, dtype, backward, vector path, edges, dense rows, cols)
-using PlanKey = std::tuple<BackendKind, int, DType, bool, bool, bool, bool, std::int64_t>;
+// (options generation, backend, ordinal, dtype, backward, vector path,
+// edges, dense rows, cols)
+using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t>;
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
+// The options calls plan with, read from the environment at first use;
+// each set_plan_options starts a generation of cached plans.
+std::optional<PlanOptions> g_options;
+int g_options_generation = 0;
+
+const PlanOptions& current_options() {
+  // Called with g_plan_mutex held.
+  if (!g_options) g_options = plan_options_from_environment();
+  return *g_options;
+}
 std::map<std::tuple<BackendKind, int, int, bool>, KernelAttributes> g_attributes;
 
 KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize) {
@@ -75,76 +85,17 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
   return it->second;
 }
 
-// The planner's switches for comparison runs (bench/NOTES.md), read once:
-// DUET_CLUSTER=0 plans without thread-block clusters, DUET_CLUSTER=portable
-// with clusters of at most 8 blocks (compute-sanitizer's synccheck fails
-// clusters of 16: bench/NOTES.md, v23), DUET_CLUSTER=prefer
-// with them wherever they fit, DUET_STRATEGY=split_row (split_stream) two
-// passes wherever group_rows does not fit, DUET_STREAM_SLACK=n split_stream's
-// second pass n items further behind than its row's chunks,
-// DUET_CLUSTER_BLOCKS=n clusters of at least n blocks, DUET_BLOCK_VPT=n
-// block_row at n vectors a thread where that holds the row.
-SoftmaxShape shape_with_overrides(SoftmaxShape shape) {
-  static const SoftmaxShape overrides = [] {
-    auto env = [](const char* name) {
-      const char* v = std::getenv(name);
-      return std::string(v == nullptr ? "" : v);
-    };
-    SoftmaxShape o;
-    o.allow_clusters = env("DUET_CLUSTER") != "0";
-    o.prefer_clusters = env("DUET_CLUSTER") == "prefer";
-    if (env("DUET_CLUSTER") == "portable") o.max_cluster_blocks = kPortableClusterBlocks;
-    o.force_split = env("DUET_STRATEGY") == "split_row";
-    o.force_stream = env("DUET_STRATEGY") == "split_stream";
-    const std::string cluster_blocks = env("DUET_CLUSTER_BLOCKS");
-    if (!cluster_blocks.empty()) {
-      o.min_cluster_blocks = cluster_blocks == "2"    ? 2
-                             : cluster_blocks == "4"  ? 4
-                             : cluster_blocks == "8"  ? 8
-                             : cluster_blocks == "16" ? 16
-                                                      : -1;
-      require(o.min_cluster_blocks > 0, Status::invalid_argument,
-              "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
-    }
-    const std::string block_vpt = env("DUET_BLOCK_VPT");
-    if (!block_vpt.empty()) {
-      for (int v : kBlockVpt)
-        if (block_vpt == std::to_string(v)) o.block_vpt = v;
-      require(o.block_vpt > 0, Status::invalid_argument, "DUET_BLOCK_VPT must be 1, 2, 4 or 8, got '" + block_vpt + "'");
-    }
-    const std::string slack = env("DUET_STREAM_SLACK");
-    if (!slack.empty()) {
-      try {
-        o.stream_slack = std::stoll(slack);
-      } catch (const std::exception&) {
-        o.stream_slack = -1;
-      }
-      require(o.stream_slack > 0, Status::invalid_argument,
-              "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
-    }
-    return o;
-  }();
-  shape.allow_clusters = overrides.allow_clusters;
-  shape.prefer_clusters = overrides.prefer_clusters;
-  shape.max_cluster_blocks = overrides.max_cluster_blocks;
-  shape.min_cluster_blocks = overrides.min_cluster_blocks;
-  shape.force_split = overrides.force_split;
-  shape.force_stream = overrides.force_stream;
-  shape.stream_slack = overrides.stream_slack;
-  shape.block_vpt = overrides.block_vpt;
-  return shape;
-}
-
 // The cached plan for a shape class (entries are never erased, so the
 // reference stays valid); its grid is for the rows it was planned with.
 const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, bool dense,
                         std::int64_t rows, std::int64_t cols) {
-  const PlanKey key{dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols};
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
+    const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape = shape_with_overrides({dtype, backward, rows, cols, vec, edges, dense});
+      SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense};
+      shape.options = current_options();
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       Plan fresh = plan_softmax(dev.props(), shape, attributes);
       // The occupancy model counts blocks per SM; how many clusters find
@@ -164,9 +115,9 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
         log::warn("{}: no cluster of {} x {} fits; planning {}", dev.label(), fresh.chunks_per_row,
                   variant_name(fresh.kernel), past_portable ? "clusters of at most 8" : "without clusters");
         if (past_portable)
-          shape.max_cluster_blocks = kPortableClusterBlocks;
+          shape.options.max_cluster_blocks = kPortableClusterBlocks;
         else
-          shape.allow_clusters = false;
+          shape.options.allow_clusters = false;
         fresh = plan_softmax(dev.props(), shape, attributes);
       }
       log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), rows, cols, to_string(dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
@@ -336,6 +287,17 @@ void log_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std
   run(dev, with_workspace(
                backward_call(Op::log_softmax, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream),
                workspace));
+}
+
+PlanOptions plan_options() {
+  std::lock_guard<std::mutex> lock(g_plan_mutex);
+  return current_options();
+}
+
+void set_plan_options(const PlanOptions& options) {
+  std::lock_guard<std::mutex> lock(g_plan_mutex);
+  g_options = options;
+  ++g_options_generation;
 }
 
 KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize) {

@@ -226,17 +226,16 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   }
   // The grid: no blocks for no rows; otherwise within the work items, at
   // least one wave of resident blocks (or all the work), and at most
-  // kMaxWaves waves (planner.hpp: up to 64; one with DUET_PERSISTENT=1).
+  // kMaxWaves waves (planner.hpp: up to 64; one with PlanOptions::persistent).
   FUZZ_CHECK(p.geometry.grid >= 0, ctx);
   FUZZ_CHECK(p.geometry.block == p.launch.threads_per_block, ctx);
   FUZZ_CHECK(p.geometry.dynamic_smem == p.launch.dynamic_smem_bytes, ctx);
   if (s.rows == 0) {
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
-    const char* persistent = std::getenv("DUET_PERSISTENT");
     // cluster_row: one wave of whole clusters (at least one cluster).
-    const std::int64_t waves =
-        cluster || stream || (persistent != nullptr && std::string_view(persistent) == "1") ? 1 : kMaxWaves;
+    const std::int64_t waves = cluster || stream || p.persistent ? 1 : kMaxWaves;
+    FUZZ_CHECK(p.persistent == s.options.persistent, ctx);
     const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
@@ -307,6 +306,7 @@ SoftmaxShape fuzz_shape(FuzzedDataProvider& p) {
   SoftmaxShape s = shape(t, backward, rows, cols, vector_ok);
   s.row_edges = row_edges;
   s.dense_rows = dense_rows;
+  s.options.persistent = p.ConsumeBool();
   return s;
 }
 

@@ -197,6 +197,7 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   // Dense rows from the start of an allocation, as a contiguous tensor:
   // the vector kernels, with edges for row lengths off the pack grid.
   duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true};
+  shape.options = duet::plan_options();  // the switches a call plans with
   duet::Plan p;
   try {
     p = duet::plan_softmax(e.props, shape, attribute_source(e));

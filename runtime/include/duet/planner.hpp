@@ -33,6 +33,52 @@
 
 namespace duet {
 
+// The planner's switches, for comparison runs and for devices where a
+// default does not suit. Every field has an environment variable, read once
+// per process by plan_options_from_environment(); duet::set_plan_options
+// (duet/softmax.hpp) sets them from code.
+//
+// | variable | field | effect |
+// |---|---|---|
+// | DUET_CLUSTER=0 | allow_clusters = false | no thread-block clusters |
+// | DUET_CLUSTER=portable | max_cluster_blocks = 8 | clusters of at most the portable 8 blocks |
+// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM |
+// | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
+// | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
+// | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit |
+// | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
+// | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
+// | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
+struct PlanOptions {
+  // cluster_row may be planned where the device launches clusters; false
+  // when the vendor found no cluster of the planned shape would fit.
+  bool allow_clusters = true;
+  // Also for rows one block_row holds at one block an SM.
+  bool prefer_clusters = false;
+  // cluster_row's blocks a cluster at least (2, 4, 8 or 16; 0: the
+  // planner's choice).
+  int min_cluster_blocks = 0;
+  // cluster_row's blocks a cluster at most: 16 (the runtime lowers it to
+  // the portable 8 where the device holds no cluster of 16).
+  int max_cluster_blocks = kMaxClusterBlocks;
+  // split_row for every row past group_rows.
+  bool force_split = false;
+  // split_stream for every row past group_rows.
+  bool force_stream = false;
+  // split_stream's slack: how many items its second pass trails the first
+  // by beyond a row's chunks (0: one per resident block).
+  std::int64_t stream_slack = 0;
+  // block_row's vectors a thread (0: the planner's choice of 4 or 8,
+  // backward 2 or 4).
+  int block_vpt = 0;
+  // Grids of one wave of resident blocks instead of up to 64.
+  bool persistent = false;
+};
+
+// The options the environment asks for (the table above); throws
+// duet::Error(invalid_argument) naming the variable for a malformed value.
+DUET_API PlanOptions plan_options_from_environment();
+
 struct SoftmaxShape {
   DType dtype = DType::f32;
   bool backward = false;
@@ -52,29 +98,8 @@ struct SoftmaxShape {
   // contiguous tensor: flat_rows may serve short rows off the pack grid.
   // The library's calls set it from their tensors.
   bool dense_rows = true;
-  // cluster_row may be planned where the device launches clusters; false
-  // when the vendor found no cluster of the planned shape would fit, or
-  // DUET_CLUSTER=0 asks for the single-block kernels.
-  bool allow_clusters = true;
-  // Also for rows one block_row holds at one block an SM (DUET_CLUSTER=prefer).
-  bool prefer_clusters = false;
-  // cluster_row's blocks a cluster at least (DUET_CLUSTER_BLOCKS: 2, 4, 8
-  // or 16; 0: the planner's choice).
-  int min_cluster_blocks = 0;
-  // cluster_row's blocks a cluster at most: 16 (the runtime lowers it to
-  // the portable 8 where the device holds no cluster of 16).
-  int max_cluster_blocks = kMaxClusterBlocks;
-  // split_row for every row past group_rows (DUET_STRATEGY=split_row, for
-  // comparisons).
-  bool force_split = false;
-  // split_stream for every row past group_rows (DUET_STRATEGY=split_stream).
-  bool force_stream = false;
-  // split_stream's slack: how many items its second pass trails the first
-  // by beyond a row's chunks (DUET_STREAM_SLACK; 0: one per resident block).
-  std::int64_t stream_slack = 0;
-  // block_row's vectors a thread (DUET_BLOCK_VPT=n, for comparisons; 0: the
-  // planner's choice of 4 or 8, backward 2 or 4).
-  int block_vpt = 0;
+  // Switches for comparison runs: the process's (plan_options()) unless set.
+  PlanOptions options;
 };
 
 struct Plan {
@@ -94,6 +119,7 @@ struct Plan {
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
+  bool persistent = false;              // grids of one wave (PlanOptions::persistent)
   std::string why;                      // one line: why this strategy
 };
 

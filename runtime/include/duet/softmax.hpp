@@ -58,6 +58,14 @@ DUET_API void run(const Device& dev, const SoftmaxCall& call);
 // The plan `run` would use, without launching.
 DUET_API Plan plan_for(const Device& dev, const SoftmaxCall& call);
 
+// The planner's switches every call plans with (PlanOptions, duet/planner.hpp):
+// the environment's until set_plan_options replaces them for the process.
+// Plans made under other options stay cached under those, so calls in
+// flight keep theirs. plan_options() throws duet::Error(invalid_argument)
+// for a malformed environment variable, as the first call would.
+DUET_API PlanOptions plan_options();
+DUET_API void set_plan_options(const PlanOptions& options);
+
 // Bytes of workspace a call of this shape needs on `dev`: 0 for most shapes
 // (rows too wide for on-chip memory need one), and 0 when rows or cols is 0.
 // It holds for any pointers and strides of the shape (the largest over the

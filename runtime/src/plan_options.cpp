@@ -1,0 +1,61 @@
+// The planner's switches from the environment: every variable in one place
+// (the table at PlanOptions, duet/planner.hpp).
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "duet/error.hpp"
+#include "duet/planner.hpp"
+
+namespace duet {
+
+PlanOptions plan_options_from_environment() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  PlanOptions o;
+  const std::string cluster = env("DUET_CLUSTER");
+  require(cluster.empty() || cluster == "0" || cluster == "1" || cluster == "portable" || cluster == "prefer",
+          Status::invalid_argument, "DUET_CLUSTER must be 0, 1, portable or prefer, got '" + cluster + "'");
+  o.allow_clusters = cluster != "0";
+  o.prefer_clusters = cluster == "prefer";
+  if (cluster == "portable") o.max_cluster_blocks = kPortableClusterBlocks;
+  const std::string strategy = env("DUET_STRATEGY");
+  require(strategy.empty() || strategy == "split_row" || strategy == "split_stream", Status::invalid_argument,
+          "DUET_STRATEGY must be split_row or split_stream, got '" + strategy + "'");
+  o.force_split = strategy == "split_row";
+  o.force_stream = strategy == "split_stream";
+  const std::string cluster_blocks = env("DUET_CLUSTER_BLOCKS");
+  if (!cluster_blocks.empty()) {
+    for (int n : {2, 4, 8, 16})
+      if (cluster_blocks == std::to_string(n)) o.min_cluster_blocks = n;
+    require(o.min_cluster_blocks > 0, Status::invalid_argument,
+            "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
+  }
+  const std::string block_vpt = env("DUET_BLOCK_VPT");
+  if (!block_vpt.empty()) {
+    for (int v : kBlockVpt)
+      if (block_vpt == std::to_string(v)) o.block_vpt = v;
+    require(o.block_vpt > 0, Status::invalid_argument, "DUET_BLOCK_VPT must be 1, 2, 4 or 8, got '" + block_vpt + "'");
+  }
+  const std::string slack = env("DUET_STREAM_SLACK");
+  if (!slack.empty()) {
+    try {
+      std::size_t used = 0;
+      o.stream_slack = std::stoll(slack, &used);
+      if (used != slack.size()) o.stream_slack = -1;
+    } catch (const std::exception&) {
+      o.stream_slack = -1;
+    }
+    require(o.stream_slack > 0, Status::invalid_argument,
+            "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
+  }
+  const std::string persistent = env("DUET_PERSISTENT");
+  require(persistent.empty() || persistent == "0" || persistent == "1", Status::invalid_argument,
+          "DUET_PERSISTENT must be 0 or 1, got '" + persistent + "'");
+  o.persistent = persistent == "1";
+  return o;
+}
+
+}  // namespace duet
