@@ -677,3 +677,37 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(one.geometry.grid == one.resident_blocks);
   CHECK(waves.geometry.grid == 64 * waves.resident_blocks);
 }
+
+TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the wave, none that fits replans") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  const SoftmaxShape wide{DType::f32, false, 4096, 262144, true};  // clusters of 16 (bench/NOTES.md v21)
+  const Plan model = plan_softmax(h100, wide, recorded(h100));
+  REQUIRE(model.kernel.strategy == Strategy::cluster_row);
+  REQUIRE(model.chunks_per_row == 16);
+  CHECK(model.fallback.empty());
+  std::vector<int> asked;  // cluster sizes the planner asked about
+  // The vendor holds 5 clusters of 16: a wave of 80 blocks.
+  const Plan five = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks) {
+    asked.push_back(blocks);
+    return blocks == 16 ? 5 : 0;
+  });
+  CHECK(asked == std::vector<int>{16});
+  CHECK(five.resident_blocks == 80);
+  CHECK(five.geometry.grid == 80);
+  // No cluster of 16 fits: clusters of at most 8, which the vendor then holds.
+  asked.clear();
+  const Plan eight = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks) {
+    asked.push_back(blocks);
+    return blocks <= 8 ? 10 : 0;
+  });
+  CHECK(asked == std::vector<int>{16, 8});
+  CHECK(eight.kernel.strategy == Strategy::cluster_row);
+  CHECK(eight.chunks_per_row == 8);
+  CHECK(eight.resident_blocks == 80);
+  CHECK(eight.fallback.find("no cluster of 16") == 0);
+  // None fits at all: the single-block kernels, and the plan says why.
+  const Plan none = plan_softmax(h100, wide, recorded(h100), [](int, int, int) { return 0; });
+  CHECK(none.kernel.strategy == Strategy::split_stream);
+  CHECK(none.fallback.find("no cluster of 8") == 0);
+}

@@ -178,7 +178,41 @@ void set_grid(Plan& p, std::int64_t rows) {
   p.workspace_bytes = g.workspace_bytes;
 }
 
-Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+namespace {
+Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes);
+}  // namespace
+
+Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes,
+                  const ClusterSource& clusters) {
+  SoftmaxShape s = shape;
+  Plan plan = plan_kernel(dev, s, attributes);
+  // The occupancy model counts blocks per SM; how many clusters find room
+  // together (a cluster's blocks share one GPC) is the vendor's answer, and
+  // it sizes the grid's waves.
+  while (plan.kernel.strategy == Strategy::cluster_row && clusters) {
+    const int n = clusters(plan.variant, plan.launch.threads_per_block, plan.chunks_per_row);
+    if (n >= 1) {
+      plan.resident_blocks = std::int64_t(n) * plan.chunks_per_row;
+      break;
+    }
+    // None fits: clusters of at most the portable 8 blocks if the plan had
+    // more (16 needs the device's consent), then none.
+    const bool past_portable = plan.chunks_per_row > kPortableClusterBlocks;
+    const std::string why = "no cluster of " + std::to_string(plan.chunks_per_row) + " x " + variant_name(plan.kernel) +
+                            " fits this device";
+    if (past_portable)
+      s.options.max_cluster_blocks = kPortableClusterBlocks;
+    else
+      s.options.allow_clusters = false;
+    plan = plan_kernel(dev, s, attributes);
+    plan.fallback = why;
+  }
+  set_grid(plan, s.rows);
+  return plan;
+}
+
+namespace {
+Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
   require(s.rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(s.rows));
   require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
   require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
@@ -317,8 +351,8 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& s, const Attribute
   if (plan.exact.blocks_per_sm < 1)
     throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
                                          std::string(to_string(plan.exact.limiter)) + ")");
-  set_grid(plan, s.rows);
   return plan;
 }
+}  // namespace
 
 }  // namespace duet

@@ -97,29 +97,11 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
       SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense};
       shape.options = current_options();
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
-      Plan fresh = plan_softmax(dev.props(), shape, attributes);
-      // The occupancy model counts blocks per SM; how many clusters find
-      // room together (a cluster's blocks share one GPC) is the vendor's
-      // answer, and it sizes the grid's waves. Where none fits: clusters of
-      // at most the portable 8 blocks if the plan had more (16 needs the
-      // device's consent), then none.
-      while (fresh.kernel.strategy == Strategy::cluster_row) {
-        const int clusters = detail::backend(dev.backend())
-                                 .max_active_clusters(dev.ordinal(), fresh.variant, fresh.launch.threads_per_block,
-                                                      fresh.chunks_per_row);
-        if (clusters >= 1) {
-          fresh.resident_blocks = std::int64_t(clusters) * fresh.chunks_per_row;
-          break;
-        }
-        const bool past_portable = fresh.chunks_per_row > kPortableClusterBlocks;
-        log::warn("{}: no cluster of {} x {} fits; planning {}", dev.label(), fresh.chunks_per_row,
-                  variant_name(fresh.kernel), past_portable ? "clusters of at most 8" : "without clusters");
-        if (past_portable)
-          shape.options.max_cluster_blocks = kPortableClusterBlocks;
-        else
-          shape.options.allow_clusters = false;
-        fresh = plan_softmax(dev.props(), shape, attributes);
-      }
+      const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks) {
+        return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks);
+      };
+      Plan fresh = plan_softmax(dev.props(), shape, attributes, dev.is_gpu() ? clusters : ClusterSource{});
+      if (!fresh.fallback.empty()) log::warn("{}: {}; planned {}", dev.label(), fresh.fallback, variant_name(fresh.kernel));
       log::debug("plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), rows, cols, to_string(dtype), variant_name(fresh.kernel), fresh.geometry.grid, fresh.geometry.block,
                  fresh.geometry.dynamic_smem, fresh.why);
       it = g_plans.emplace(key, std::move(fresh)).first;

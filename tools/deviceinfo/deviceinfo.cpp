@@ -200,7 +200,13 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   shape.options = duet::plan_options();  // the switches a call plans with
   duet::Plan p;
   try {
-    p = duet::plan_softmax(e.props, shape, attribute_source(e));
+    // On a live GPU the vendor's count of active clusters, as a call's plan.
+    duet::ClusterSource clusters;
+    if (e.live && e.live->is_gpu()) {
+      const duet::Device dev = *e.live;
+      clusters = [dev](int v, int threads, int blocks) { return duet::live_max_active_clusters(dev, v, threads, blocks); };
+    }
+    p = duet::plan_softmax(e.props, shape, attribute_source(e), clusters);
   } catch (const duet::Error& err) {
     if (err.status() != duet::Status::invalid_argument) throw;
     throw UsageError{"--plan " + req.text + ": " + err.what()};
@@ -217,7 +223,9 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"tutorial", occupancy_json(p.tutorial)},
             {"grid", p.geometry.grid},
             {"block", p.geometry.block},
-            {"rows_per_block", p.rows_per_block}});
+            {"rows_per_block", p.rows_per_block},
+            {"resident_blocks", p.resident_blocks}});
+  if (!p.fallback.empty()) j["fallback"] = p.fallback;
   if (p.kernel.strategy == duet::Strategy::split_row || p.kernel.strategy == duet::Strategy::split_stream) {
     j["split"] = {{"chunks_per_row", p.chunks_per_row},
                   {"chunk_elems", p.chunk_elems},
@@ -357,6 +365,7 @@ void print_plan(const json& j) {
   }
   print_kv("variant", j["variant"].get<std::string>());
   print_kv("why", j["why"].get<std::string>());
+  if (j.contains("fallback")) print_kv("fallback", j["fallback"].get<std::string>());
   std::string regs = std::to_string(j["registers_per_thread"].get<int>());
   if (j["agprs_per_thread"].get<int>() > 0) regs += " VGPRs + " + std::to_string(j["agprs_per_thread"].get<int>()) + " AGPRs";
   print_kv("registers_per_thread", regs + " (" + j["attributes_from"].get<std::string>() + ")");

@@ -121,15 +121,26 @@ struct Plan {
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   bool persistent = false;              // grids of one wave (PlanOptions::persistent)
   std::string why;                      // one line: why this strategy
+  std::string fallback;                 // why not the first choice (no cluster fits the device), or empty
 };
 
 // Where kernel attributes come from: a live device (cudaFuncGetAttributes),
 // or the compiler's report recorded at build time.
 using AttributeSource = std::function<KernelAttributes(int variant, bool finalize)>;
 
-// Throws duet::Error(invalid_argument) for a bad shape and
-// duet::Error(unsupported) when nothing fits the device.
-DUET_API Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes);
+// How many clusters of `cluster_blocks` blocks of a kernel find room on the
+// device at once: the vendor's answer on a live device
+// (cudaOccupancyMaxActiveClusters; 0 where none fits).
+using ClusterSource = std::function<int(int variant, int threads, int cluster_blocks)>;
+
+// The plan a call launches. A cluster_row plan's waves are sized by
+// `clusters` where given (a live device), else by the occupancy model (a
+// property file: as many clusters as its resident blocks make). Where no
+// cluster fits, it plans clusters of at most the portable 8 blocks if it
+// had more, then none. Throws duet::Error(invalid_argument) for a bad shape
+// and duet::Error(unsupported) when nothing fits the device.
+DUET_API Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes,
+                           const ClusterSource& clusters = {});
 
 // The part of a plan that depends on the row count: grid sizes and the
 // workspace. grid_for computes it; set_grid stores it in the plan. Both throw
