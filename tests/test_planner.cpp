@@ -681,7 +681,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
 TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the wave, none that fits replans") {
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;
-  const SoftmaxShape wide{DType::f32, false, 4096, 262144, true};  // clusters of 16 (bench/NOTES.md v21)
+  const SoftmaxShape wide{DType::f32, false, 4096, 131072, true};  // clusters of 16 x 256 threads (v21)
   const Plan model = plan_softmax(h100, wide, recorded(h100));
   REQUIRE(model.kernel.strategy == Strategy::cluster_row);
   REQUIRE(model.chunks_per_row == 16);
