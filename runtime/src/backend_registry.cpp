@@ -18,15 +18,9 @@
 #endif
 
 // Every entry of BackendOps, taken from one backend namespace.
-#define DUET_BACKEND_OPS(ns, kind)                                                                            \
-  BackendOps {                                                                                                \
-    kind, &ns::device_count, &ns::no_device_reason, &ns::device_props, &ns::runtime_version,                  \
-        &ns::driver_version, &ns::compiled_targets, &ns::kernel_attributes, &ns::occupancy_blocks_per_sm,     \
-        &ns::max_active_clusters, &ns::launch_softmax, &ns::launch_fused, &ns::device_alloc, &ns::device_free, \
-        &ns::copy_to_device, &ns::copy_to_host, &ns::copy_device_to_device, &ns::copy_kernel, &ns::fill_bytes, \
-        &ns::synchronize, &ns::stream_create, &ns::stream_destroy, &ns::pointer_device, &ns::event_create,     \
-        &ns::event_destroy, &ns::event_record, &ns::event_elapsed_ms                                          \
-  }
+#define DUET_BACKEND_OP_ADDRESS(ns, R, name, params, nx) &ns::name,
+#define DUET_BACKEND_OPS(ns, kind) \
+  BackendOps { kind, DUET_BACKEND_OPS_LIST(DUET_BACKEND_OP_ADDRESS, ns) }
 
 namespace duet::detail {
 
