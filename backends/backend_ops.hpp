@@ -1,7 +1,7 @@
 // The operations every backend library exports, listed once:
 // DUET_BACKEND_OPS_LIST(X, a) expands X(a, return type, name, (parameters),
 // noexcept or nothing) for each. backend_api.hpp declares them in a backend's
-// namespace; the runtime's registry (runtime/src/backend_registry.*) holds
+// namespace; the runtime's registry (runtime/src/device/backend_registry.*) holds
 // them as a table of function pointers per built backend.
 #pragma once
 

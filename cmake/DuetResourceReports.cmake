@@ -6,7 +6,7 @@
 #           SGPRs, scratch, LDS), one device-only compile per target, since
 #           the remarks do not name the target.
 # The reports are reduced to the lines that matter and embedded in the
-# library (runtime/src/kernel_resources.cpp parses them).
+# library (runtime/src/planner/kernel_resources.cpp parses them).
 set(_rep_dir ${CMAKE_CURRENT_BINARY_DIR}/resource_usage)
 file(MAKE_DIRECTORY ${_rep_dir})
 set(_reports)

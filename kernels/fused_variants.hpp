@@ -1,7 +1,7 @@
 // The catalogue of compiled kernels of the fused row operations (scaled and
 // masked softmax, cross-entropy): plain data, shared by the vendor backends
 // (kernels/fused_launch.cu instantiates one kernel per entry) and the
-// vendor-free fused planner (runtime/src/fused_planner.cpp picks an entry).
+// vendor-free fused planner (runtime/src/planner/fused_planner.cpp picks an entry).
 // No vendor header.
 #pragma once
 

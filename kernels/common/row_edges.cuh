@@ -5,7 +5,7 @@
 //
 // Every tensor of such a row starts at the same offset within a pack
 // (pointers and row strides congruent modulo the pack's elements: the
-// runtime checks it, runtime/src/softmax.cpp and kernels/fused_variants.hpp),
+// runtime checks it, runtime/src/api/softmax.cpp and kernels/fused_variants.hpp),
 // so one head leaves the body aligned in all of them. The body runs exactly
 // as a row of whole packs does; only the edge elements go one at a time, so
 // the body keeps its registers (a pack that mixed both forms doubled the

@@ -9,7 +9,7 @@
 // by the block's first threads (common/row_edges.cuh).
 // Grid: one block per row, up to the planner's waves; block_row_smem's
 // dynamic shared memory is smem_vecs * T packs of each tensor it reads
-// (runtime/src/planner.cpp, make_plan and grid_for); no workspace.
+// (runtime/src/planner/planner.cpp, make_plan and grid_for); no workspace.
 #pragma once
 
 #include "common/reduce.cuh"

@@ -11,7 +11,7 @@
 // leaves as packs again.
 // Grid: blocks of ROWS threads, one tile each, up to the planner's waves;
 // dynamic shared memory: a tile of each tensor read, from the pack boundary
-// before its first element (runtime/src/planner.cpp: smem_vecs packs a
+// before its first element (runtime/src/planner/planner.cpp: smem_vecs packs a
 // thread); no workspace.
 #pragma once
 

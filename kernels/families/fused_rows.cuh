@@ -14,7 +14,7 @@
 //                        backward) only make the second pass.
 // Each thread issues the loads of all its packs before it reduces any, so a
 // thread has VPT loads in flight. Grids are grid-stride (runtime/src/
-// fused_planner.cpp sizes them); no workspace but cross-entropy's.
+// planner/fused_planner.cpp sizes them); no workspace but cross-entropy's.
 // Each has a twin with edges (fused_*_edges_kernel, vector path only) for
 // rows that need not start or end on a pack: a row's body of whole packs
 // runs at aligned addresses as in the kernel without, and its few elements

@@ -12,7 +12,7 @@
 // threads a row).
 // Grid: blocks of kGroupRowsBlock threads, one per kGroupRowsBlock /
 // THREADS_PER_ROW * ROWS_PER_STEP rows, up to the planner's waves
-// (runtime/src/planner.cpp, grid_for); no workspace.
+// (runtime/src/planner/planner.cpp, grid_for); no workspace.
 #pragma once
 
 #include "common/reduce.cuh"

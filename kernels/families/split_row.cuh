@@ -10,7 +10,7 @@
 // Grid: kSplitRowBlock threads a block, one block per item up to the
 // planner's waves, the same grid for both kernels; chunk_elems =
 // kSplitRowBlock * kSplitVecsPerThread * PACK. Workspace: a.partials, one
-// (max, sum) pair of floats per item (runtime/src/planner.cpp, make_plan and
+// (max, sum) pair of floats per item (runtime/src/planner/planner.cpp, make_plan and
 // grid_for).
 #pragma once
 

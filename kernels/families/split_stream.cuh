@@ -24,7 +24,7 @@
 // Grid: one wave of kSplitStreamBlock-thread blocks. Workspace (a.counters
 // and a.partials, zeroed counters before each launch): the layout of
 // split_stream_counter_bytes / split_stream_partials_offset in
-// softmax_args.hpp, sized in runtime/src/planner.cpp (grid_for); lag from
+// softmax_args.hpp, sized in runtime/src/planner/planner.cpp (grid_for); lag from
 // make_plan.
 #pragma once
 
