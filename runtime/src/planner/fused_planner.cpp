@@ -21,6 +21,7 @@
 
 #include "duet/error.hpp"
 #include "fused_variants.hpp"
+#include "shape_limits.hpp"
 
 namespace duet {
 
@@ -111,12 +112,7 @@ std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
 
 FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   require(dev.is_gpu(), Status::invalid_argument, "plan_fused plans GPU launches; " + dev.name + " is not a GPU");
-  require(s.rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(s.rows));
-  require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
-  require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
-          "cols must be below 2^31, got " + std::to_string(s.cols));
-  require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
-          "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
+  detail::require_plannable(s.rows, s.cols);
   const int op_index = static_cast<int>(s.op);
   require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::shard_softmax), Status::invalid_argument, "unknown fused operation " + std::to_string(op_index));
   const int dt = static_cast<int>(s.dtype);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "duet/error.hpp"
+#include "shape_limits.hpp"
 
 namespace duet {
 
@@ -213,14 +214,7 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const Attri
 
 namespace {
 Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
-  require(s.rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(s.rows));
-  require(s.cols >= 1, Status::invalid_argument, "cols must be >= 1, got " + std::to_string(s.cols));
-  require(s.cols <= (std::int64_t(1) << 31) - 1, Status::invalid_argument,
-          "cols must be below 2^31, got " + std::to_string(s.cols));
-  // rows x cols below 2^62 keeps every grid and workspace product in range
-  // (a fuzz finding: rows near 2^63 overflowed set_grid's arithmetic).
-  require(s.rows <= (std::int64_t(1) << 62) / s.cols, Status::invalid_argument,
-          "rows x cols must be below 2^62 elements, got " + std::to_string(s.rows) + " x " + std::to_string(s.cols));
+  detail::require_plannable(s.rows, s.cols);
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
   // Rows that do not start on a pack or are not whole packs: the entries
   // with edges, whose body of whole packs (at most cols / vec) is planned
