@@ -18,5 +18,6 @@ set_target_properties(duet_cuda PROPERTIES CUDA_ARCHITECTURES "${DUET_CUDA_ARCHI
 target_include_directories(duet_cuda PRIVATE ${DUET_BACKEND_INCLUDES})
 target_compile_definitions(duet_cuda PRIVATE DUET_VENDOR_CUDA DUET_NS=cuda
                                              DUET_GPU_TARGETS="${DUET_CUDA_TARGETS_STRING}")
+target_compile_options(duet_cuda PRIVATE ${DUET_EXPERIMENTS_FLAG})
 target_compile_options(duet_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fPIC>)
 target_link_libraries(duet_cuda PUBLIC duet_core CUDA::cudart_static)

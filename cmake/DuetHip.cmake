@@ -14,6 +14,7 @@ file(MAKE_DIRECTORY ${_hip_out})
 # the AMDGPU kernels stay visible to the HIP runtime, which looks them up).
 set(_hip_flags -std=c++20 -O3 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -DDUET_VENDOR_HIP -DDUET_NS=hip
                "-DDUET_GPU_TARGETS=\"${DUET_HIP_TARGETS_STRING}\"")
+list(APPEND _hip_flags ${DUET_EXPERIMENTS_FLAG})
 foreach(_inc IN LISTS DUET_BACKEND_INCLUDES)
   list(APPEND _hip_flags -I${_inc})
 endforeach()

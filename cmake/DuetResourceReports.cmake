@@ -23,7 +23,7 @@ if(DUET_ENABLE_CUDA)
       OUTPUT ${_rep}
       COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'Compiling entry|Used [0-9]+ registers|stack frame' > ${_rep}"
               ${CMAKE_CUDA_COMPILER} -std=c++17 -O3 -ccbin ${CMAKE_CXX_COMPILER} -DDUET_VENDOR_CUDA -DDUET_NS=cuda
-              ${_nv_incs} -arch=sm_${_cc} -cubin -Xptxas -v ${_launch_src} -o ${_rep}.cubin
+              ${DUET_EXPERIMENTS_FLAG} ${_nv_incs} -arch=sm_${_cc} -cubin -Xptxas -v ${_launch_src} -o ${_rep}.cubin
       DEPENDS ${_launch_src} duet_cuda
       COMMENT "ptxas resource report for sm_${_cc}"
       VERBATIM)

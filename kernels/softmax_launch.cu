@@ -12,6 +12,12 @@
 #include "families/flat_rows.cuh"
 #include "families/group_rows.cuh"
 #include "families/split_row.cuh"
+
+// split_row is an experiment: its kernels are built only with
+// -DDUET_EXPERIMENTS=ON (CMake), and its entries launch nothing otherwise.
+#ifndef DUET_EXPERIMENTS
+#define DUET_EXPERIMENTS 0
+#endif
 #include "families/split_stream.cuh"
 
 namespace duet::DUET_NS {
@@ -43,8 +49,12 @@ constexpr KernelPair make_entry() {
     return {&kernels::flat_rows_kernel<T, v.vec, kFlatRowsBlock, v.backward>, nullptr};
   } else {
     static_assert(!v.edges, "split_row has no edges");
+#if DUET_EXPERIMENTS
     return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
             &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
+#else
+    return {nullptr, nullptr};
+#endif
   }
 }
 
@@ -62,6 +72,9 @@ KernelFn pick(int variant, bool finalize) {
   if (variant < 0 || variant >= kVariantCount)
     throw Error(Status::invalid_argument, "kernel variant " + std::to_string(variant) + " is not in the catalogue");
   const KernelPair& k = kernel_table()[variant];
+  if (k.main == nullptr)
+    throw Error(Status::unsupported, variant_name(kCatalogue[variant]) +
+                                         " is an experiment this build leaves out (configure with -DDUET_EXPERIMENTS=ON)");
   if (finalize && k.finalize == nullptr)
     throw Error(Status::invalid_argument, variant_name(kCatalogue[variant]) + " has no finalize kernel");
   return finalize ? k.finalize : k.main;

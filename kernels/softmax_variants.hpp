@@ -27,6 +27,8 @@ enum class Strategy : int {
   // Rows too wide for one block's on-chip memory: each block reduces a chunk
   // of a row to a running (max, sum) pair (online softmax), a second kernel
   // combines a row's pairs and writes the chunk. Reads twice, writes once.
+  // An experiment: catalogued always, its kernels built only with
+  // -DDUET_EXPERIMENTS=ON (split_stream does the same in one launch).
   split_row = 2,
   // block_row for rows past one block's registers: the rest of the row in
   // dynamic shared memory, up to the opt-in limit.

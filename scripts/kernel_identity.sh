@@ -64,7 +64,9 @@ compile() {
     sed -e 's/@PROJECT_VERSION_[A-Z]*@/0/' -e 's/@DUET_STATIC_LIBRARY@/1/' \
       "$src/runtime/include/duet/export.h.in" >"$dir/include/duet/export.h"
   fi
-  local flags=(-std=c++17 -O3 -ccbin "$cxx" -DDUET_VENDOR_CUDA -DDUET_NS=cuda "${incs[@]}" -arch=sm_"$arch")
+  # With the experiments (split_row), so every catalogued kernel compares.
+  local flags=(-std=c++17 -O3 -ccbin "$cxx" -DDUET_VENDOR_CUDA -DDUET_NS=cuda -DDUET_EXPERIMENTS=1 "${incs[@]}"
+               -arch=sm_"$arch")
   mkdir -p "$dir/keep"
   if ! "$nvcc" "${flags[@]}" -cubin -Xptxas -v --keep --keep-dir "$dir/keep" "$src/kernels/softmax_launch.cu" \
        -o "$dir/kernels.cubin" 2>"$dir/ptxas.log"; then

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "duet/config.hpp"
 #include "duet/error.hpp"
 #include "duet/fused_planner.hpp"
 #include "duet/kernel_resources.hpp"
@@ -41,6 +42,11 @@ TEST_CASE("every recorded report covers every catalogue kernel") {
     d.arch = target;
     d.family = backend == "cuda" ? "" : amd_family(target);
     for (int v = 0; v < kVariantCount; ++v) {
+      // The experiment kernels are built (and recorded) with DUET_EXPERIMENTS only.
+      if (kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::split_row && !DUET_HAVE_EXPERIMENTS) {
+        CHECK_THROWS_AS(recorded_kernel_attributes(d, v, false), Error);
+        continue;
+      }
       const KernelAttributes a = recorded_kernel_attributes(d, v, false);
       // cluster_row compiles to an empty body where there are no clusters
       // (HIP): recorded, never planned there (DeviceProps::cluster_launch).
@@ -159,9 +165,11 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
   // split_row, an experiment, has no edges: such rows run it scalar.
   SoftmaxShape split{DType::f32, false, 64, 100001, true, false};
   split.options.force_split = true;
-  p = plan_softmax(h100, split, recorded(h100));
-  CHECK(p.kernel.strategy == Strategy::split_row);
-  CHECK(p.kernel.vec == 1);
+  if (DUET_HAVE_EXPERIMENTS) {
+    p = plan_softmax(h100, split, recorded(h100));
+    CHECK(p.kernel.strategy == Strategy::split_row);
+    CHECK(p.kernel.vec == 1);
+  }
 }
 
 TEST_CASE("rows_congruent and rows_on_packs: which layouts the vector kernels take") {
@@ -226,13 +234,24 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   CHECK(b.kernel.strategy == Strategy::split_stream);
   CHECK(b.kernel.vpt == 4);
   CHECK(b.chunk_elems == 8192);
-  // DUET_STRATEGY=split_row: the two-kernel version, its partials only.
+  // DUET_STRATEGY=split_row: the two-kernel version, its partials only; a
+  // build without the experiments refuses it, naming the switch.
   SoftmaxShape two = shape(4096, 1 << 20);
   two.options.force_split = true;
-  const Plan s = plan_softmax(h100, two, recorded(h100));
-  CHECK(s.kernel.strategy == Strategy::split_row);
-  CHECK(s.workspace_bytes == 4096 * s.chunks_per_row * 8);
-  CHECK(s.finalize_geometry.grid == s.geometry.grid);
+  if (DUET_HAVE_EXPERIMENTS) {
+    const Plan s = plan_softmax(h100, two, recorded(h100));
+    CHECK(s.kernel.strategy == Strategy::split_row);
+    CHECK(s.workspace_bytes == 4096 * s.chunks_per_row * 8);
+    CHECK(s.finalize_geometry.grid == s.geometry.grid);
+  } else {
+    try {
+      (void)plan_softmax(h100, two, recorded(h100));
+      FAIL_CHECK("planned split_row without the experiments");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      CHECK(std::string(e.what()).find("DUET_EXPERIMENTS") != std::string::npos);
+    }
+  }
   // DUET_STRATEGY=split_stream: wherever group_rows does not fit.
   SoftmaxShape forced = shape(4096, 4096);
   forced.options.force_stream = true;

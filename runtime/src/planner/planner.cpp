@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "duet/config.hpp"
 #include "duet/error.hpp"
 #include "shape_limits.hpp"
 
@@ -325,6 +326,9 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       }
     }
     if (s.options.force_split) {
+      require(!dev.is_gpu() || DUET_HAVE_EXPERIMENTS, Status::unsupported,
+              "split_row (DUET_STRATEGY=split_row) is an experiment this build leaves out (configure with "
+              "-DDUET_EXPERIMENTS=ON)");
       const int split_vec = edges ? 1 : vec;
       plan = make_plan(dev, s, Variant{Strategy::split_row, s.dtype, s.backward, split_vec, 0, 4}, kSplitRowBlock, 0,
                        attributes);
