@@ -50,16 +50,16 @@ namespace duet {
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 struct PlanOptions {
-  // cluster_row may be planned where the device launches clusters; false
-  // when the vendor found no cluster of the planned shape would fit.
+  // cluster_row may be planned where the device launches clusters (the
+  // planner also drops them where the vendor says none of the shape fits).
   bool allow_clusters = true;
   // Also for rows one block_row holds at one block an SM.
   bool prefer_clusters = false;
   // cluster_row's blocks a cluster at least (2, 4, 8 or 16; 0: the
   // planner's choice).
   int min_cluster_blocks = 0;
-  // cluster_row's blocks a cluster at most: 16 (the runtime lowers it to
-  // the portable 8 where the device holds no cluster of 16).
+  // cluster_row's blocks a cluster at most: 16 (the planner lowers it to
+  // the portable 8 where the vendor says no cluster of 16 fits).
   int max_cluster_blocks = kMaxClusterBlocks;
   // split_row for every row past group_rows.
   bool force_split = false;
