@@ -8,10 +8,9 @@
 // through distributed shared memory (ClusterPairs, common/reduce.cuh: no
 // cluster barrier a row). Read once, write once; blocks of up to 512
 // threads fit at least twice an SM.
-// Grid: one wave of whole clusters walking the rows (a persistent cluster
-// measures 0.81 of copy at f32 N = 65536 against 0.74 for a fresh cluster a
-// row: bench/NOTES.md v10), launched with the cluster attribute
-// (runtime/src/planner/planner.cpp, grid_for; softmax_launch.cu); no workspace.
+// Grid: one wave of whole clusters walking the rows (grid_for in
+// runtime/src/planner/planner.cpp says why), launched with the cluster
+// attribute (softmax_launch.cu); no workspace.
 // EDGES: rows off the pack grid, their edge elements held beside the packs
 // by the first threads of the cluster's first block (common/row_edges.cuh).
 // Never launched where DeviceProps::cluster_launch is false.

@@ -143,9 +143,9 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
   // covering the rest. A grid capped at one wave (the Triton tutorial's
-  // persistent grid, PlanOptions::persistent) measured ~10% slower on the H200 at
-  // 256 MB (N = 64..4096 f32: 0.85-0.90 of copy against 0.95; NOTES.md).
-
+  // persistent grid, PlanOptions::persistent) measured ~10% slower on the
+  // H200 at 256 MB (N = 64..4096 f32: 0.85-0.90 of copy against 0.95;
+  // bench/NOTES.md v6).
   // cluster_row always gets one wave of clusters: launching a fresh cluster
   // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
   // (H200, bench/NOTES.md v10), the reverse of single blocks.
