@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device session: correctness suites, occupancy table, benchmarks and the
 # torch comparison, results under $OUT. Expects a CUDA build in $B (default
-# .build-gpu) and, where the device lacks them, spdlog/fmt shared libraries
-# in .deps/lib. STEPS picks a subset (a device call is limited to 10 min):
+# .build-gpu; relative to the checkout or absolute) and, where the device
+# lacks them, spdlog/fmt shared libraries in .deps/lib. STEPS picks a subset
+# (a device call is limited to 10 min):
 #   info tests tests_split pytest cold ab split stream tutorial compare odd
 #   (default: all but odd, in that order)
 set -u
@@ -10,8 +11,10 @@ B=${B:-.build-gpu}
 OUT=${OUT:-/tmp/duet-out}
 STEPS=${STEPS:-info tests tests_split pytest cold ab split stream tutorial compare}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/$B:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-export DUET_LIBRARY="$PWD/$B/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
+# The build directory as an absolute path (B may be either).
+case "$B" in /*) BUILD="$B" ;; *) BUILD="$PWD/$B" ;; esac
+export LD_LIBRARY_PATH="$BUILD:$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+export DUET_LIBRARY="$BUILD/libduet.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # split_row is built only with -DDUET_EXPERIMENTS=ON; its runs below are
 # skipped otherwise.
