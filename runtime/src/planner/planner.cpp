@@ -68,7 +68,10 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   p.resident_blocks = std::int64_t(dev.sm_count) * p.exact.blocks_per_sm;
   if (v.strategy == Strategy::split_row || v.strategy == Strategy::split_stream) {
     p.chunk_elems = std::int64_t(threads) * (v.strategy == Strategy::split_row ? kSplitVecsPerThread : v.vpt) * v.vec;
-    p.chunks_per_row = static_cast<int>(ceil_div(s.cols, p.chunk_elems));
+    // Chunks cover the row's packs: with edges its body of whole packs (at
+    // most cols / vec of them; the first chunk's block takes the edges).
+    const std::int64_t covered = v.edges ? s.cols / v.vec * v.vec : s.cols;
+    p.chunks_per_row = static_cast<int>(std::max<std::int64_t>(ceil_div(covered, p.chunk_elems), 1));
   }
   if (v.strategy == Strategy::split_stream)
     // The second pass of an item trails its row's last first pass by about
