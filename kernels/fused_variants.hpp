@@ -188,7 +188,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
   if (x_phase < 0) return false;
   // A second tensor indexed row * stride as x is.
   const auto same_rows = [&](const void* p, std::int64_t stride) {
-    return phase(p, es) == x_phase && (a.rows <= 1 || mod(stride - a.x_stride) == 0);
+    return rows_congruent(int(es), vec, a.rows, a.x, a.x_stride, p, stride);
   };
   if (a.out != nullptr && !same_rows(a.out, a.out_stride)) return false;
   if (a.op == FusedOp::masked_softmax_backward && !same_rows(a.dy, a.dy_stride)) return false;

@@ -12,13 +12,13 @@
 #include "families/flat_rows.cuh"
 #include "families/group_rows.cuh"
 #include "families/split_row.cuh"
+#include "families/split_stream.cuh"
 
 // split_row is an experiment: its kernels are built only with
 // -DDUET_EXPERIMENTS=ON (CMake), and its entries launch nothing otherwise.
 #ifndef DUET_EXPERIMENTS
 #define DUET_EXPERIMENTS 0
 #endif
-#include "families/split_stream.cuh"
 
 namespace duet::DUET_NS {
 namespace {
@@ -129,17 +129,16 @@ namespace {
 // packs from a pack boundary.
 void check_layout(const Variant& v, const SoftmaxArgs& a) {
   if (v.vec <= 1 || a.rows == 0) return;
-  const int elem = dtype_size(v.dtype);
-  if (!rows_congruent(elem, v.vec, a.rows, a.x, a.x_stride, a.out, a.out_stride) ||
-      (v.backward && !rows_congruent(elem, v.vec, a.rows, a.x, a.x_stride, a.dy, a.dy_stride)))
+  const RowLayout l =
+      row_layout(v.dtype, v.backward, a.rows, a.cols, a.x, a.x_stride, a.dy, a.dy_stride, a.out, a.out_stride);
+  if (!l.congruent)
     throw Error(Status::invalid_argument,
                 variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements)");
-  if (v.strategy == Strategy::flat_rows && a.rows > 1 &&
-      (a.x_stride != a.cols || a.out_stride != a.cols || (v.backward && a.dy_stride != a.cols)))
+  if (v.strategy == Strategy::flat_rows && !l.dense)
     throw Error(Status::invalid_argument, variant_name(v) + " needs every tensor's rows back to back (row stride = cols)");
-  if (!v.edges && !rows_on_packs(elem, v.vec, a.rows, a.cols, a.x, a.x_stride))
+  if (!v.edges && !l.on_packs)
     throw Error(Status::invalid_argument, variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
                                               "-element packs from a pack boundary; the entry with edges serves others");
 }

@@ -59,7 +59,7 @@ struct Variant {
   // Vector entries only: rows at any element offset and of any length, a
   // body of whole packs and the elements before and after it held apart
   // (kernels/common/row_edges.cuh). Every family but split_row has them;
-  // group_rows from 8 threads a row.
+  // group_rows from kEdgesMinGroup threads a row.
   bool edges = false;
 };
 
@@ -83,6 +83,28 @@ inline bool rows_congruent(int elem, int vec, std::int64_t rows, const void* x, 
 inline bool rows_on_packs(int elem, int vec, std::int64_t rows, std::int64_t cols, const void* x,
                           std::int64_t x_stride) {
   return pack_phase(x, elem, vec) == 0 && cols % vec == 0 && (rows <= 1 || x_stride % vec == 0);
+}
+
+// What a softmax call's tensors allow the vector kernels: every tensor's
+// rows congruent with x's (the vector path), every row whole packs from a
+// pack boundary (no edges needed), every tensor's rows back to back (row
+// stride = cols: flat_rows). The runtime plans from it; the launch checks
+// the entry it is handed against it.
+struct RowLayout {
+  bool congruent = false;
+  bool on_packs = false;
+  bool dense = false;
+};
+inline RowLayout row_layout(DType dtype, bool backward, std::int64_t rows, std::int64_t cols, const void* x,
+                            std::int64_t x_stride, const void* dy, std::int64_t dy_stride, const void* out,
+                            std::int64_t out_stride) {
+  const int elem = dtype_size(dtype), vec = dtype_vec16(dtype);
+  RowLayout l;
+  l.congruent = rows_congruent(elem, vec, rows, x, x_stride, out, out_stride) &&
+                (!backward || rows_congruent(elem, vec, rows, x, x_stride, dy, dy_stride));
+  l.on_packs = rows_on_packs(elem, vec, rows, cols, x, x_stride);
+  l.dense = rows <= 1 || (x_stride == cols && out_stride == cols && (!backward || dy_stride == cols));
+  return l;
 }
 
 // Block size of group_rows, split_row and split_stream kernels (block_row
@@ -161,25 +183,10 @@ inline constexpr int kEdgesMinGroup = 4;
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 
-constexpr int count_variants() {
-  int n = 0;
-  for (int d = 0; d < 3; ++d)
-    for (int bwd = 0; bwd < 2; ++bwd)
-      for (int v = 0; v < 3; ++v) {
-        const Path path = static_cast<Path>(v);
-        for (const auto& g : kGroupShapes) n += path != Path::vector_edges || g[0] >= kEdgesMinGroup ? 1 : 0;
-        n += (bwd ? int(kBlockVptBackward.size()) : int(kBlockVpt.size())) + 2 +
-             (path != Path::vector_edges ? 1 : 0) + (bwd == 0 && path != Path::scalar ? 1 : 0) +
-             (path == Path::vector_edges ? 1 : 0);
-      }
-  return n;
-}
-inline constexpr int kVariantCount = count_variants();
-
-// Every variant, in a fixed order: dtype, direction, path, strategy.
-constexpr std::array<Variant, kVariantCount> make_catalogue() {
-  std::array<Variant, kVariantCount> out{};
-  int i = 0;
+// Calls f(variant) for every compiled variant, in a fixed order: dtype,
+// direction, path, strategy. The catalogue and its size both come from here.
+template <class F>
+constexpr void for_each_variant(F&& f) {
   for (int d = 0; d < 3; ++d)
     for (int bwd = 0; bwd < 2; ++bwd)
       for (int v = 0; v < 3; ++v) {
@@ -189,18 +196,31 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
         const bool e = path == Path::vector_edges;
         const bool back = bwd != 0;
         for (const auto& g : kGroupShapes)
-          if (!e || g[0] >= kEdgesMinGroup) out[i++] = Variant{Strategy::group_rows, dt, back, vec, g[0], g[1], g[2], e};
+          if (!e || g[0] >= kEdgesMinGroup) f(Variant{Strategy::group_rows, dt, back, vec, g[0], g[1], g[2], e});
         if (bwd)
-          for (int vpt : kBlockVptBackward) out[i++] = Variant{Strategy::block_row, dt, true, vec, 0, vpt, 1, e};
+          for (int vpt : kBlockVptBackward) f(Variant{Strategy::block_row, dt, true, vec, 0, vpt, 1, e});
         else
-          for (int vpt : kBlockVpt) out[i++] = Variant{Strategy::block_row, dt, false, vec, 0, vpt, 1, e};
-        out[i++] = Variant{Strategy::block_row_smem, dt, back, vec, 0, block_row_smem_vpt(back), 1, e};
-        if (!e) out[i++] = Variant{Strategy::split_row, dt, back, vec, 0, 4};
-        out[i++] = Variant{Strategy::split_stream, dt, back, vec, 0, split_stream_vpt(back), 1, e};
+          for (int vpt : kBlockVpt) f(Variant{Strategy::block_row, dt, false, vec, 0, vpt, 1, e});
+        f(Variant{Strategy::block_row_smem, dt, back, vec, 0, block_row_smem_vpt(back), 1, e});
+        if (!e) f(Variant{Strategy::split_row, dt, back, vec, 0, 4});
+        f(Variant{Strategy::split_stream, dt, back, vec, 0, split_stream_vpt(back), 1, e});
         if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
-          out[i++] = Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e};
-        if (e) out[i++] = Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true};
+          f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
+        if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
       }
+}
+
+constexpr int count_variants() {
+  int n = 0;
+  for_each_variant([&n](const Variant&) { ++n; });
+  return n;
+}
+inline constexpr int kVariantCount = count_variants();
+
+constexpr std::array<Variant, kVariantCount> make_catalogue() {
+  std::array<Variant, kVariantCount> out{};
+  int i = 0;
+  for_each_variant([&](const Variant& v) { out[i++] = v; });
   return out;
 }
 inline constexpr std::array<Variant, kVariantCount> kCatalogue = make_catalogue();

@@ -196,8 +196,8 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   }
   // Dense rows from the start of an allocation, as a contiguous tensor:
   // the vector kernels, with edges for row lengths off the pack grid.
-  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true};
-  shape.options = duet::plan_options();  // the switches a call plans with
+  // With the switches a call plans with.
+  const duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true, false, true, duet::plan_options()};
   duet::Plan p;
   try {
     // On a live GPU the vendor's count of active clusters, as a call's plan.

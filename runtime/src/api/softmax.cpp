@@ -41,20 +41,11 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
 }
 
 // The vector kernels serve a call whose tensors start each row at the same
-// element offset within a 16-byte pack (rows_congruent); rows not whole
-// packs from a pack boundary take their entries with edges. Other layouts
-// (a sliced input beside a fresh output) take the scalar kernels.
-bool vector_ok(const SoftmaxCall& c) {
-  const int vec = dtype_vec16(c.dtype), elem = dtype_size(c.dtype);
-  return rows_congruent(elem, vec, c.rows, c.x, c.x_stride, c.out, c.out_stride) &&
-         (!c.backward || rows_congruent(elem, vec, c.rows, c.x, c.x_stride, c.dy, c.dy_stride));
-}
-bool row_edges(const SoftmaxCall& c) {
-  return !rows_on_packs(dtype_size(c.dtype), dtype_vec16(c.dtype), c.rows, c.cols, c.x, c.x_stride);
-}
-// Every tensor's rows back to back (row stride = cols).
-bool dense_rows(const SoftmaxCall& c) {
-  return c.rows <= 1 || (c.x_stride == c.cols && c.out_stride == c.cols && (!c.backward || c.dy_stride == c.cols));
+// element offset within a 16-byte pack (RowLayout::congruent); rows not
+// whole packs from a pack boundary take their entries with edges. Other
+// layouts (a sliced input beside a fresh output) take the scalar kernels.
+RowLayout layout_of_call(const SoftmaxCall& c) {
+  return row_layout(c.dtype, c.backward, c.rows, c.cols, c.x, c.x_stride, c.dy, c.dy_stride, c.out, c.out_stride);
 }
 
 // ------------------------------------------------------------- caches
@@ -94,11 +85,10 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
     const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense};
-      shape.options = current_options();
+      const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, current_options()};
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks) {
-        return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks);
+        return live_max_active_clusters(dev, variant, threads, cluster_blocks);
       };
       Plan fresh = plan_softmax(dev.props(), shape, attributes, dev.is_gpu() ? clusters : ClusterSource{});
       if (!fresh.fallback.empty()) log::warn("{}: {}; planned {}", dev.label(), fresh.fallback, variant_name(fresh.kernel));
@@ -110,8 +100,8 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   }
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
-  const bool vec = vector_ok(c);
-  return cached_plan(dev, c.dtype, c.backward, vec, vec && row_edges(c), dense_rows(c), c.rows, c.cols);
+  const RowLayout l = layout_of_call(c);
+  return cached_plan(dev, c.dtype, c.backward, l.congruent, l.congruent && !l.on_packs, l.dense, c.rows, c.cols);
 }
 
 // A caller's workspace for a call that needs `needed` bytes, apart from
