@@ -29,6 +29,15 @@ struct SoftmaxArgs {
   // many work items the second pass trails the first by
   unsigned* counters;
   std::int64_t lag;
+  // interleaved_rows: each of `rows` outer rows holds `inner` rows whose
+  // neighbours are adjacent; element c of row (r, i) is at r * stride + c *
+  // col_stride + i. A block takes `tile` neighbouring rows. Other families:
+  // inner = 1, col strides 1, tile 0.
+  std::int64_t inner;
+  std::int64_t x_col_stride;
+  std::int64_t dy_col_stride;
+  std::int64_t out_col_stride;
+  int tile;
 };
 
 // split_stream's workspace: the counters (a 64-bit ticket counter, then a

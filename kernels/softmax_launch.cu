@@ -11,6 +11,7 @@
 #include "families/cluster_row.cuh"
 #include "families/flat_rows.cuh"
 #include "families/group_rows.cuh"
+#include "families/interleaved_rows.cuh"
 #include "families/split_row.cuh"
 #include "families/split_stream.cuh"
 
@@ -47,6 +48,8 @@ constexpr KernelPair make_entry() {
     return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
   } else if constexpr (v.strategy == Strategy::flat_rows) {
     return {&kernels::flat_rows_kernel<T, v.vec, kFlatRowsBlock, v.backward>, nullptr};
+  } else if constexpr (v.strategy == Strategy::interleaved_rows) {
+    return {&kernels::interleaved_rows_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
   } else {
     static_assert(!v.edges, "split_row has no edges");
 #if DUET_EXPERIMENTS

@@ -46,6 +46,11 @@ enum class Strategy : int {
   // of rows as the aligned packs that cover it through shared memory, a
   // thread a row.
   flat_rows = 6,
+  // Rows whose elements lie col_stride apart and whose neighbours are
+  // adjacent (softmax over a non-last dimension): a block takes a tile of
+  // neighbouring rows, its threads split each row's elements; VPT elements a
+  // thread in registers, or (VPT = 0) two passes, the second from L2.
+  interleaved_rows = 7,
 };
 
 struct Variant {
@@ -182,6 +187,12 @@ inline constexpr int kEdgesMinGroup = 4;
 // v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
+// interleaved_rows: blocks of at most 1024 threads; elements a thread keeps
+// in registers (0: the two-pass kernel). 1024 threads cap a thread at 64
+// registers: 16 values forward, 8 of each of two tensors backward.
+inline constexpr int kInterleavedMaxThreads = 1024;
+inline constexpr std::array<int, 4> kInterleavedVpt{1, 4, 16, 0};
+inline constexpr std::array<int, 4> kInterleavedVptBackward{1, 4, 8, 0};
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
 // direction, path, strategy. The catalogue and its size both come from here.
@@ -207,6 +218,9 @@ constexpr void for_each_variant(F&& f) {
         if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
+        if (path == Path::scalar)
+          for (int vpt : back ? kInterleavedVptBackward : kInterleavedVpt)
+            f(Variant{Strategy::interleaved_rows, dt, back, 1, 0, vpt, 1, false});
       }
 }
 

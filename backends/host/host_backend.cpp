@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "duet/device.hpp"
+#include "host/host_interleaved.hpp"
 #include "host/host_kernels.hpp"
 #include "host/host_pool.hpp"
 #include "host/thread_pool.hpp"
@@ -265,6 +266,7 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   try {
     const PoolLease lease;
     ThreadPool* pool = lease.pool();
+    if (v.strategy == Strategy::interleaved_rows) return run_interleaved(pool, args, v.dtype, v.backward);
     const HostWorkSplit split =
         host_work_split(args.rows, args.cols, elem_bytes, v.backward, pool ? pool->threads() : 1);
     run_split(pool, args, v.dtype, v.backward, split, elem_bytes);

@@ -94,6 +94,12 @@ _OPTIONAL_SIGNATURES = {
     "duet_shard_cross_entropy_backward": ([Device, _i32, _i64, _i64, _vp, _i64, _i32, _vp, _i64, _i64, _i64,
                                            ctypes.POINTER(CrossEntropyOptions), _vp, _vp, _vp, _i64, _vp, _size, _vp],
                                           _i32),
+    # Interleaved rows, softmax over a non-last dimension (duet/softmax.hpp,
+    # SoftmaxCall::inner): (device, dtype, log, rows, cols, inner, then
+    # (pointer, stride, col_stride) per tensor, stream).
+    "duet_softmax_interleaved": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64, _i64, _vp], _i32),
+    "duet_softmax_interleaved_backward": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64, _i64,
+                                           _vp, _i64, _i64, _vp], _i32),
     # duet/device.hpp's copy_kernel: (device, dst, src, bytes, stream)
     "duet_copy_kernel": ([Device, _vp, _vp, _size, _vp], _i32),
 }

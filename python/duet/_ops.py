@@ -14,11 +14,15 @@ With torch >= 2.4 they are torch.library.custom_op ops with fake kernels
 through the backward ops; with older torch, torch.library.Library ops with
 Meta kernels and an Autograd kernel.
 
-Interim paths, not yet fused into the kernels (the schemas already carry
-`dim` and `dtype`, so fused kernels replace them without a new signature):
-  * dim other than the last: the input is moved to put `dim` last and made
-    contiguous (a copy), duet runs over rows, and the result is that
-    contiguous tensor moved back (a view; its strides are not the input's);
+Any `dim` runs without copies where the tensors allow: over rows where
+`dim` is last or moving it last gives rows (a channels-last tensor over its
+channels), else as interleaved rows (the dimensions before `dim` collapse
+to one, those after to one of unit stride: every contiguous tensor); other
+layouts are copied first. Results are laid out as torch.softmax lays them
+out (the input's strides where it is dense).
+
+Interim path, not yet fused into the kernels (the schemas already carry
+`dtype`, so a fused kernel replaces it without a new signature):
   * dtype=: the input is cast by torch (a copy) before duet runs.
 """
 import torch
@@ -48,7 +52,7 @@ def _forward_kernel(log, input, dim, dtype, out=None, run=True):
     x = input if input.dtype == result_dtype else input.to(result_dtype)
     y = T.result_like(x, dim, result_dtype) if out is None else out
     if run:
-        T.launch(log, (T.rows_of(x, dim),), T.rows_of(y, dim), fn)
+        T.launch_over(log, (x,), y, dim, fn)
     return y
 
 
@@ -65,7 +69,7 @@ def _backward_kernel(log, grad_output, output, dim, input_dtype, out=None, run=T
         T.check_like(output, out, fn, "out", "output")
     dx = T.result_like(output, dim, output.dtype) if out is None else out
     if run:
-        T.launch(log, (T.rows_of(output, dim), T.rows_of(grad_output, dim)), T.rows_of(dx, dim), fn)
+        T.launch_over(log, (output, grad_output), dx, dim, fn)
     return dx if input_dtype is None or input_dtype == dx.dtype else dx.to(input_dtype)
 
 

@@ -69,15 +69,11 @@ def check_like(ref, t, fn, what, ref_name, dtype=None):
 # ------------------------------------------------------------------ layouts
 
 def result_like(t, dim, dtype):
-    """An uninitialised result for a reduction of `t` over `dim`: contiguous
-    where dim is the last dimension, else contiguous with `dim` last and
-    moved back (a view), so that moving `dim` last again gives rows. The
-    registered ops' fake kernels use it too: the layout is the same."""
-    if t.dim() == 0 or dim == t.dim() - 1:
-        return torch.empty(t.shape, dtype=dtype, device=t.device)
-    moved = list(t.shape)
-    moved.append(moved.pop(dim))
-    return torch.empty(moved, dtype=dtype, device=t.device).movedim(-1, dim)
+    """An uninitialised result for softmax of `t` over `dim`, laid out as
+    torch lays out torch.softmax's: t's strides where t is dense (no gaps, no
+    element twice), else contiguous. The registered ops' fake kernels use it
+    too: the layout is the same."""
+    return torch.empty_like(t, dtype=dtype, memory_format=torch.preserve_format)
 
 
 def rows_of(t, dim):
@@ -213,6 +209,51 @@ def launch(log, inputs, out, fn):
         out.copy_(tmp.view(out.shape))
     del ws_keep
     return out
+
+
+def interleaved_layout(t, dim):
+    """(rows, cols, inner, stride, col_stride) of t over `dim` as interleaved
+    rows (duet/softmax.hpp, SoftmaxCall::inner): the dimensions before `dim`
+    as one outer dimension, those after as one of unit stride; None where
+    they do not collapse so."""
+    sizes, strides = list(t.shape), list(t.stride())
+    outer = _collapse(sizes[:dim], strides[:dim])
+    inner = _collapse(sizes[dim + 1:], strides[dim + 1:])
+    if len(outer) > 1 or len(inner) > 1 or (inner and inner[0][1] != 1):
+        return None
+    cols, col_stride = sizes[dim], strides[dim]
+    n_inner = inner[0][0] if inner else 1
+    if cols == 1:
+        col_stride = n_inner
+    rows, stride = outer[0] if outer else (1, (cols - 1) * col_stride + n_inner)
+    if col_stride < n_inner or (rows > 1 and stride < (cols - 1) * col_stride + n_inner):
+        return None  # elements shared (an expanded tensor) or interleaved differently
+    return rows, cols, n_inner, stride, col_stride
+
+
+def launch_over(log, inputs, out, dim, fn):
+    """launch() over any dimension: as rows where `dim` is last or every
+    tensor moved to put it last is a (rows, cols) view; else as interleaved
+    rows where every tensor has that layout and libduet has the call; else
+    through copies."""
+    if out.numel() == 0 or out.dim() == 0 or dim == out.dim() - 1:
+        return launch(log, tuple(rows_of(t, dim) for t in inputs), rows_of(out, dim), fn)
+    tensors = (*inputs, out)
+    moved = [rows_of(t, dim) for t in tensors]
+    if any(_view_2d(m) is None for m in moved):
+        layouts = [interleaved_layout(t, dim) for t in tensors]
+        name = "duet_softmax_interleaved" + ("_backward" if len(inputs) == 2 else "")
+        if (all(l is not None for l in layouts) and len({l[:3] for l in layouts}) == 1
+                and hasattr(_lib.library(), name)):
+            rows, cols, inner = layouts[0][:3]
+            first = inputs[0]
+            dev = duet_device(first, fn)
+            index = first.get_device()
+            args = [a for t, l in zip(tensors, layouts) for a in (t.data_ptr(), l[3], l[4])]
+            _lib.check(getattr(_lib.library(), name)(dev, DTYPE_CODES[first.dtype], int(log), rows, cols, inner, *args,
+                                                     raw_stream(index) if index >= 0 else None))
+            return out
+    return launch(log, tuple(moved[:-1]), moved[-1], fn)
 
 
 # ------------------------------------------------------------------ the eager fast path

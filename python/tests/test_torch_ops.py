@@ -331,3 +331,48 @@ def test_compile_with_cuda_graphs():
         for _ in range(3):  # recorded on the second or third call, then replayed
             got = compiled(x)
     assert_rowwise_close(got, want, 1e-5, floor=1.0, what="compiled with CUDA graphs")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_any_dim_runs_natively_without_copies(monkeypatch, op, dtype, device):
+    """Softmax over a non-last dimension of a contiguous tensor runs as
+    interleaved rows (no transposed copy: the rows path is refused), forward
+    and backward, with torch's result layout and values."""
+    from duet import _tensor
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a copy through the rows path ran")
+
+    monkeypatch.setattr(_tensor, "launch", refuse)
+    for shape, dim in (((2, 21, 5, 7), 1), ((300, 40), 0), ((3, 4, 600), 1), ((2, 3, 4, 5), 2)):
+        x = make(shape, dtype, device, seed=60 + dim).requires_grad_(True)
+        y = OPS[op][0](x, dim)
+        want = reference(op, x, dim)
+        assert y.shape == want.shape and y.stride() == torch.empty_like(x).stride(), (shape, dim)
+        assert_rowwise_close(y.double(), want, tol, dim=dim, floor=floor_for(op), what=f"{shape} dim={dim}")
+        g = make(shape, dtype, device, scale=1.0, seed=70 + dim)
+        (dx,) = torch.autograd.grad(y, x, g)
+        x64 = x.detach().double().requires_grad_(True)
+        (want_dx,) = torch.autograd.grad(OPS[op][2](x64, dim), x64, g.double())
+        assert_rowwise_close(dx.double(), want_dx, 1e-5 if dtype == torch.float32 else 3e-2, dim=dim,
+                             floor=float(g.abs().max()) / shape[dim], what=f"{shape} dim={dim} backward")
+        sync(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_other_layouts_over_a_dim(device):
+    """Layouts that are not interleaved rows (a slice inside the inner
+    dimensions, a channels-last tensor, an out= of another layout) give the
+    same values through the rows path."""
+    x = make((4, 6, 10, 12), torch.float32, device, seed=80)
+    for t, dim in ((x[:, :, :, ::2], 1), (x.to(memory_format=torch.channels_last), 1), (x[:, 1:5], 1),
+                   (x.transpose(1, 3), 2), (x[:, :1], 1)):
+        y = duet.softmax(t, dim)
+        assert_rowwise_close(y.double(), reference("softmax", t, dim), 1e-5, dim=dim, what=f"dim={dim}")
+        out = torch.full(t.shape, float("nan"), device=device)
+        duet.log_softmax(t, dim, out=out)
+        assert_rowwise_close(out.double(), reference("log_softmax", t, dim), 1e-5, dim=dim, floor=1.0)
+    sync(device)

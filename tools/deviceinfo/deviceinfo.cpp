@@ -27,6 +27,7 @@
 #include "duet/props_json.hpp"
 #include "duet/softmax.hpp"
 #include "../tool_common.hpp"
+#include "host/host_interleaved.hpp"
 #include "host/work_split.hpp"
 
 namespace {
@@ -119,24 +120,27 @@ void print_props(int index, const Entry& e) {
 struct PlanRequest {
   std::string text;  // as given: "4096x8192:bf16"
   std::int64_t rows = 0, cols = 0;
+  std::int64_t inner = 0;  // ROWSxCOLSxINNER: softmax over the middle dimension (interleaved rows)
   duet::DType dtype = duet::DType::f32;
 };
 
 PlanRequest parse_plan(const std::string& s) {
-  static const std::regex re(R"(([0-9]{1,19})x([0-9]{1,19})(?::(\w+))?)");
+  static const std::regex re(R"(([0-9]{1,19})x([0-9]{1,19})(?:x([0-9]{1,19}))?(?::(\w+))?)");
   std::smatch m;
   if (!std::regex_match(s, m, re))
-    throw CLI::ValidationError("--plan", "expected ROWSxCOLS[:dtype], e.g. 4096x8192:bf16, got '" + s + "'");
+    throw CLI::ValidationError("--plan", "expected ROWSxCOLS[xINNER][:dtype], e.g. 4096x8192:bf16, got '" + s + "'");
   PlanRequest p;
   p.text = s;
-  for (auto [field, value] : {std::pair{&p.rows, m.str(1)}, std::pair{&p.cols, m.str(2)}}) {
+  for (auto [field, value] :
+       {std::pair{&p.rows, m.str(1)}, std::pair{&p.cols, m.str(2)}, std::pair{&p.inner, m.str(3)}}) {
+    if (value.empty()) continue;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
     if (ec != std::errc() || end != value.data() + value.size())
       throw CLI::ValidationError("--plan", "size " + value + " in '" + s + "' is past 2^63 - 1");
   }
-  if (m[3].matched) {
+  if (m[4].matched) {
     try {
-      p.dtype = duet::dtype_from_string(m[3]);
+      p.dtype = duet::dtype_from_string(m[4]);
     } catch (const duet::Error& e) {
       throw CLI::ValidationError("--plan", e.what());
     }
@@ -188,6 +192,7 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
             {"cols", req.cols},
             {"dtype", duet::to_string(req.dtype)},
             {"backward", backward}};
+  if (req.inner > 0) j["inner"] = req.inner;
   // Nothing to launch: the API returns at once (README, "Semantics").
   if (req.rows == 0 || req.cols == 0) {
     j["noop"] = true;
@@ -195,9 +200,11 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
     return j;
   }
   // Dense rows from the start of an allocation, as a contiguous tensor:
-  // the vector kernels, with edges for row lengths off the pack grid.
+  // the vector kernels, with edges for row lengths off the pack grid (with
+  // INNER, the middle dimension of a contiguous ROWS x COLS x INNER tensor).
   // With the switches a call plans with.
-  const duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true, false, true, duet::plan_options()};
+  const duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true, false, true, req.inner,
+                                 duet::plan_options()};
   duet::Plan p;
   try {
     // On a live GPU the vendor's count of active clusters, as a call's plan.
@@ -232,13 +239,22 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
                   {"workspace_bytes", p.workspace_bytes}};
     if (p.kernel.strategy == duet::Strategy::split_stream) j["split"]["lag_chunks"] = p.stream_lag;
   }
+  if (p.kernel.strategy == duet::Strategy::interleaved_rows)
+    j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
   if (p.kernel.strategy == duet::Strategy::cluster_row) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
     if (e.live && e.live->is_gpu())
       j["cluster"]["vendor_max_active_clusters"] =
           duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row);
   }
-  if (!e.props.is_gpu()) {
+  if (!e.props.is_gpu() && p.kernel.strategy == duet::Strategy::interleaved_rows) {
+    // A task a run of neighbouring rows of one outer row.
+    const std::int64_t lanes = duet::host::kInterleavedLanes;
+    j["host"] = {{"simd", e.props.family},
+                 {"threads", e.live ? duet::host_threads() : e.props.sm_count},
+                 {"tasks", req.rows * ((req.inner + lanes - 1) / lanes)},
+                 {"rows_per_task", lanes}};
+  } else if (!e.props.is_gpu()) {
     // The host runs SIMD rows on its thread pool: how this call is cut up.
     const auto split = duet::host::host_work_split(req.rows, req.cols, duet::dtype_size(req.dtype), backward,
                                                    e.live ? duet::host_threads() : e.props.sm_count);
@@ -279,6 +295,7 @@ std::optional<FusedRequest> fused_request(const std::string& op, bool backward) 
 }
 
 json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest& f) {
+  if (req.inner > 0) throw UsageError{"--plan " + req.text + ": ROWSxCOLSxINNER plans softmax only, not --op " + f.name};
   duet::FusedShape shape = f.shape;
   shape.dtype = req.dtype;
   shape.rows = req.rows;
@@ -343,8 +360,10 @@ void print_plan(const json& j) {
     print_fused_plan(j);
     return;
   }
-  std::printf("Plan for %s: %lld x %lld %s%s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
-              j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(),
+  const std::string inner =
+      j.contains("inner") ? " x " + std::to_string(j["inner"].get<long long>()) + " (over the middle dimension)" : "";
+  std::printf("Plan for %s: %lld x %lld%s %s%s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
+              j["cols"].get<long long>(), inner.c_str(), j["dtype"].get<std::string>().c_str(),
               j["backward"].get<bool>() ? " backward" : "");
   if (j["noop"].get<bool>()) {
     print_kv("launch", "none (" + j["why"].get<std::string>() + ")");
@@ -352,9 +371,13 @@ void print_plan(const json& j) {
   }
   if (j.contains("host")) {
     const auto& h = j["host"];
-    print_kv("kernel", "SIMD rows (" + h["simd"].get<std::string>() + ")");
+    print_kv("kernel", j.contains("inner") ? std::string("interleaved rows, a step across neighbouring rows")
+                                           : "SIMD rows (" + h["simd"].get<std::string>() + ")");
     print_kv("threads", std::to_string(h["threads"].get<int>()));
-    if (h["parts_per_row"].get<long long>() > 1)
+    if (j.contains("inner"))
+      print_kv("tasks", std::to_string(h["tasks"].get<long long>()) + " of up to " +
+                            std::to_string(h["rows_per_task"].get<long long>()) + " neighbouring interleaved rows");
+    else if (h["parts_per_row"].get<long long>() > 1)
       print_kv("tasks", std::to_string(h["tasks"].get<long long>()) + ": each row in " +
                             std::to_string(h["parts_per_row"].get<long long>()) + " ranges of " +
                             std::to_string(h["part_elems"].get<long long>()) + " elements, two phases");
@@ -417,7 +440,8 @@ int main(int argc, char** argv) {
   app.add_option("--props", props_files,
                  "describe a device that is not present, from a JSON property file (repeatable)")
       ->check(CLI::Validator(regular_file, "FILE"));
-  app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16] (repeatable, or a comma list)")
+  app.add_option("--plan", plans, "print the launch plan for ROWSxCOLS[:f32|f16|bf16] (repeatable, or a comma list); ROWSxCOLSxINNER plans "
+                 "softmax over the middle dimension of a contiguous tensor of those sizes")
       ->delimiter(',');
   app.add_flag("--backward", backward, "plan the backward kernels");
   std::string op_name = "softmax";

@@ -102,6 +102,22 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
                                                     int64_t cols, const void* y, int64_t y_stride, const void* dy,
                                                     int64_t dy_stride, void* dx, int64_t dx_stride, void* workspace,
                                                     size_t workspace_bytes, void* stream);
+/* Softmax over interleaved rows, as a non-last dimension holds them
+ * (duet/softmax.hpp, SoftmaxCall::inner, has the layout and its rules):
+ * `rows` outer rows of `inner` rows of `cols` elements; element c of row
+ * (r, i) is at r * stride + c * col_stride + i (elements). Dim d of a
+ * contiguous tensor: rows = the sizes before d multiplied, cols = size d,
+ * inner = the sizes after d multiplied, col_stride = inner, stride = cols *
+ * inner. `log`: 0 softmax, 1 log_softmax. No workspace. */
+DUET_API duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
+                                                int64_t cols, int64_t inner, const void* x, int64_t x_stride,
+                                                int64_t x_col_stride, void* y, int64_t y_stride,
+                                                int64_t y_col_stride, void* stream);
+DUET_API duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype_t dtype, int log,
+                                                         int64_t rows, int64_t cols, int64_t inner, const void* y,
+                                                         int64_t y_stride, int64_t y_col_stride, const void* dy,
+                                                         int64_t dy_stride, int64_t dy_col_stride, void* dx,
+                                                         int64_t dx_stride, int64_t dx_col_stride, void* stream);
 /* Scaled, masked softmax (duet/masked_softmax.hpp has the semantics):
  * y = softmax(scale * x + mask) over rows = batch * heads * seq_q rows of
  * cols (seq_k) elements. `mask` NULL means none. A boolean mask is one byte

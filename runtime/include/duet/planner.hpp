@@ -98,6 +98,10 @@ struct SoftmaxShape {
   // contiguous tensor: flat_rows may serve short rows off the pack grid.
   // The library's calls set it from their tensors.
   bool dense_rows = true;
+  // Interleaved rows (softmax over a non-last dimension): each of `rows`
+  // outer rows holds `inner` rows of `cols` elements whose neighbours are
+  // adjacent in memory (SoftmaxCall::inner). 0: rows of adjacent elements.
+  std::int64_t inner = 0;
   // Switches for comparison runs: the process's (plan_options()) unless set.
   PlanOptions options;
 };
@@ -109,7 +113,8 @@ struct Plan {
   LaunchShape launch;                   // threads and dynamic shared memory
   Occupancy exact;                      // chosen by this one
   Occupancy tutorial;                   // for comparison
-  int rows_per_block = 1;               // group_rows packs several rows in a block
+  int rows_per_block = 1;               // group_rows packs several rows in a block; interleaved_rows: its tile
+  std::int64_t inner_tiles = 0;         // interleaved_rows: tiles of rows_per_block rows an outer row
   std::int64_t resident_blocks = 0;     // SMs x exact blocks per SM
   std::int64_t max_grid = 0;            // the vendor's grid limit for this block size (blocks)
   LaunchGeometry geometry;              // main kernel

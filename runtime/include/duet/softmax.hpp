@@ -45,6 +45,20 @@ struct SoftmaxCall {
   void* out = nullptr;         // forward: y; backward: dx
   std::int64_t out_stride = 0;
   void* stream = nullptr;
+  // Interleaved rows, as softmax over a non-last dimension sees them: each
+  // of `rows` outer rows holds `inner` rows of `cols` elements; element c of
+  // row (r, i) of x is at x + r * x_stride + c * x_col_stride + i (elements;
+  // the same for dy and out). Dim d of a contiguous tensor: rows = the
+  // product of the sizes before d, cols = size d, inner = the product of the
+  // sizes after d, col strides = inner, strides = cols x inner. A tensor's
+  // col stride is at least inner and its stride at least (cols - 1) x
+  // col_stride + inner (no element twice); out is exactly x (or dy) or
+  // apart from it. inner = 1 with col strides of 1 is the plain layout
+  // above; inner = 0 is an empty call.
+  std::int64_t inner = 1;
+  std::int64_t x_col_stride = 1;
+  std::int64_t dy_col_stride = 1;
+  std::int64_t out_col_stride = 1;
   // The caller's workspace; without one, a call that needs a workspace
   // (split_row, split_stream) takes it from duet's per-stream cache, grown
   // on demand with a device allocation (not allowed under graph capture).

@@ -111,6 +111,12 @@ void set_common(Call& c, duet_dtype_t dtype, int64_t rows, int64_t cols, const v
   c.workspace = to_workspace(workspace, workspace_bytes);
 }
 
+duet::Op to_op(int log) {
+  duet::require(log == 0 || log == 1, duet::Status::invalid_argument,
+                "log must be 0 (softmax) or 1 (log_softmax), got " + std::to_string(log));
+  return log ? duet::Op::log_softmax : duet::Op::softmax;
+}
+
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
 using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
                            void*, std::int64_t, void*);
@@ -213,6 +219,52 @@ duet_status_t duet_log_softmax_backward(duet_device_t device, duet_dtype_t dtype
                                         const void* y, int64_t y_stride, const void* dy, int64_t dy_stride, void* dx,
                                         int64_t dx_stride, void* stream) {
   return backward(&duet::log_softmax_backward, device, dtype, rows, cols, y, y_stride, dy, dy_stride, dx, dx_stride, stream);
+}
+duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows, int64_t cols,
+                                       int64_t inner, const void* x, int64_t x_stride, int64_t x_col_stride, void* y,
+                                       int64_t y_stride, int64_t y_col_stride, void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c;
+    c.op = to_op(log);
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.inner = inner;
+    c.x = x;
+    c.x_stride = x_stride;
+    c.x_col_stride = x_col_stride;
+    c.out = y;
+    c.out_stride = y_stride;
+    c.out_col_stride = y_col_stride;
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
+                                                int64_t cols, int64_t inner, const void* y, int64_t y_stride,
+                                                int64_t y_col_stride, const void* dy, int64_t dy_stride,
+                                                int64_t dy_col_stride, void* dx, int64_t dx_stride,
+                                                int64_t dx_col_stride, void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c;
+    c.op = to_op(log);
+    c.backward = true;
+    c.dtype = to_dtype(dtype);
+    c.rows = rows;
+    c.cols = cols;
+    c.inner = inner;
+    c.x = y;
+    c.x_stride = y_stride;
+    c.x_col_stride = y_col_stride;
+    c.dy = dy;
+    c.dy_stride = dy_stride;
+    c.dy_col_stride = dy_col_stride;
+    c.out = dx;
+    c.out_stride = dx_stride;
+    c.out_col_stride = dx_col_stride;
+    c.stream = stream;
+    duet::run(to_device(device), c);
+  });
 }
 duet_status_t duet_softmax_workspace_size(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                           int backward, size_t* bytes) {

@@ -21,6 +21,11 @@ namespace {
 using detail::Layout;
 using detail::layout_of;
 
+// Rows interleaved (a non-last dimension), or with elements apart.
+bool interleaved(const SoftmaxCall& c) {
+  return c.inner != 1 || c.x_col_stride != 1 || c.out_col_stride != 1 || (c.backward && c.dy_col_stride != 1);
+}
+
 // Returns false for an empty call (nothing to do).
 bool validate(const Device& dev, const SoftmaxCall& c) {
   // Messages are built only for a failing check (lambdas): this runs on
@@ -32,9 +37,17 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
   detail::check_dtype(c.dtype);
   require(c.op == Op::softmax || c.op == Op::log_softmax, bad,
           [&] { return "unsupported op code " + std::to_string(static_cast<int>(c.op)); });
-  if (c.rows == 0 || c.cols == 0) return false;
+  require(c.inner >= 0, bad, [&] { return "inner must be >= 0, got " + std::to_string(c.inner); });
+  if (c.rows == 0 || c.cols == 0 || c.inner == 0) return false;
   detail::check_cols(c.cols);
   if (c.backward && c.dy == nullptr) throw Error(bad, "dy is a null pointer");
+  if (interleaved(c)) {
+    detail::check_interleaved_matrices(dev, c.dtype, c.rows, c.cols, c.inner, c.x, c.x_stride, c.x_col_stride,
+                                       c.backward ? "y" : "x", c.backward ? c.dy : nullptr, c.dy_stride,
+                                       c.dy_col_stride, c.out, c.out_stride, c.out_col_stride,
+                                       c.backward ? "dx" : "y");
+    return true;
+  }
   detail::check_row_matrices(dev, c.dtype, c.rows, c.cols, c.x, c.x_stride, c.backward ? "y" : "x",
                              c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, c.backward ? "dx" : "y");
   return true;
@@ -50,8 +63,8 @@ RowLayout layout_of_call(const SoftmaxCall& c) {
 
 // ------------------------------------------------------------- caches
 // (options generation, backend, ordinal, dtype, backward, vector path,
-// edges, dense rows, cols)
-using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t>;
+// edges, dense rows, cols, interleaved rows an outer row or 0)
+using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t>;
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
@@ -79,13 +92,13 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // The cached plan for a shape class (entries are never erased, so the
 // reference stays valid); its grid is for the rows it was planned with.
 const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, bool dense,
-                        std::int64_t rows, std::int64_t cols) {
+                        std::int64_t rows, std::int64_t cols, std::int64_t inner = 0) {
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
-    const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols};
+    const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols, inner};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, current_options()};
+      const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks) {
         return live_max_active_clusters(dev, variant, threads, cluster_blocks);
@@ -100,6 +113,7 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   }
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
+  if (interleaved(c)) return cached_plan(dev, c.dtype, c.backward, false, false, false, c.rows, c.cols, c.inner);
   const RowLayout l = layout_of_call(c);
   return cached_plan(dev, c.dtype, c.backward, l.congruent, l.congruent && !l.on_packs, l.dense, c.rows, c.cols);
 }
@@ -167,6 +181,11 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
+  a.inner = c.inner;
+  a.x_col_stride = c.x_col_stride;
+  a.dy_col_stride = c.dy_col_stride;
+  a.out_col_stride = c.out_col_stride;
+  a.tile = plan.kernel.strategy == Strategy::interleaved_rows ? plan.rows_per_block : 0;
   detail::Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
     void* workspace = nullptr;

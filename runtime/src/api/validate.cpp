@@ -165,6 +165,57 @@ Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std
   return o;
 }
 
+namespace {
+// An interleaved tensor's lines (inner elements each): rows x cols lines
+// col_stride apart where outer rows follow each other evenly, else each
+// outer row as one span.
+Layout interleaved_layout(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t inner,
+                          std::int64_t stride, std::int64_t col_stride, int elem, const char* name) {
+  require(col_stride >= inner || cols == 1, bad, [&] {
+    return std::string(name) + " col stride " + std::to_string(col_stride) + " is smaller than inner " +
+           std::to_string(inner) + ": rows would share elements";
+  });
+  std::int64_t outer_span = 0;
+  require(!__builtin_mul_overflow(cols - 1, col_stride, &outer_span) &&
+              !__builtin_add_overflow(outer_span, inner, &outer_span),
+          bad, [&] { return std::string(name) + ": cols x col stride overflows int64"; });
+  require(rows == 1 || stride >= outer_span, bad, [&] {
+    return std::string(name) + " stride " + std::to_string(stride) + " is smaller than an outer row's span, (cols - 1) x col_stride + inner = " +
+           std::to_string(outer_span) + ": outer rows would share elements";
+  });
+  std::int64_t lines = 0;
+  if (cols == 1) return layout_of(p, rows, inner, stride, elem, name);
+  if ((rows == 1 || stride == cols * col_stride) && !__builtin_mul_overflow(rows, cols, &lines))
+    return layout_of(p, lines, inner, col_stride, elem, name);
+  return layout_of(p, rows, outer_span, stride, elem, name);
+}
+}  // namespace
+
+void check_interleaved_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
+                                std::int64_t inner, const void* x, std::int64_t x_stride, std::int64_t x_col_stride,
+                                const char* x_name, const void* dy, std::int64_t dy_stride,
+                                std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
+                                std::int64_t out_col_stride, const char* out_name) {
+  const int elem = dtype_size(dtype);
+  const std::string elem_name = to_string(dtype);
+  check_pointer(x, elem, x_name, elem_name.c_str());
+  check_pointer(out, elem, out_name, elem_name.c_str());
+  if (dy != nullptr) check_pointer(dy, elem, "dy", elem_name.c_str());
+  const Layout o = interleaved_layout(out, rows, cols, inner, out_stride, out_col_stride, elem, out_name);
+  const auto in_place = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
+    return p == out && (rows == 1 || stride == out_stride) && (cols == 1 || col_stride == out_col_stride);
+  };
+  const Layout xl = interleaved_layout(x, rows, cols, inner, x_stride, x_col_stride, elem, x_name);
+  if (!in_place(x, x_stride, x_col_stride)) check_apart(xl, x_name, o, out_name, true);
+  if (dy != nullptr) {
+    const Layout dl = interleaved_layout(dy, rows, cols, inner, dy_stride, dy_col_stride, elem, "dy");
+    if (!in_place(dy, dy_stride, dy_col_stride)) check_apart(dl, "dy", o, out_name, true);
+  }
+  check_pointer_on(dev, x, x_name);
+  check_pointer_on(dev, out, out_name);
+  if (dy != nullptr) check_pointer_on(dev, dy, "dy");
+}
+
 void check_workspace(const Device& dev, const Workspace& w, std::int64_t needed, const char* size_function,
                      const std::vector<Named>& tensors) {
   require(w.data != nullptr && w.bytes >= static_cast<std::size_t>(needed), bad, [&] {

@@ -81,6 +81,19 @@ Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std
                           std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
                           const void* out, std::int64_t out_stride, const char* out_name);
 
+// The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
+// `inner` rows of `cols` elements, element c of row (r, i) at r * stride +
+// c * col_stride + i. Each tensor holds no element twice (col_stride >=
+// inner, stride >= (cols - 1) * col_stride + inner); an input is exactly in
+// place over out or apart from it. Where outer rows are not evenly spaced
+// runs of lines (stride != cols * col_stride), whole outer rows are compared,
+// so tensors that interleave there are refused.
+void check_interleaved_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
+                                std::int64_t inner, const void* x, std::int64_t x_stride, std::int64_t x_col_stride,
+                                const char* x_name, const void* dy, std::int64_t dy_stride,
+                                std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
+                                std::int64_t out_col_stride, const char* out_name);
+
 // A caller's workspace for a call that needs `needed` bytes: large enough,
 // 16-byte aligned, on the call's device, and apart from every one of the
 // call's tensors.

@@ -129,6 +129,9 @@ int variant_of_kernel(const std::string& mangled, bool* finalize) {
     v.strategy = Strategy::flat_rows;
     v.vpt = 0;
     v.edges = true;
+  } else if (kernel == "interleaved_rows") {  // interleaved_rows_kernel<T, 1, VPT, BACKWARD>
+    v.strategy = Strategy::interleaved_rows;
+    v.vpt = to_int(m[4]);
   } else {
     return -1;
   }
@@ -193,6 +196,7 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
           case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
           case Strategy::flat_rows: a.max_threads_per_block = kFlatRowsBlock; break;
+          case Strategy::interleaved_rows: a.max_threads_per_block = kInterleavedMaxThreads; break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

@@ -124,6 +124,53 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
+// interleaved_rows: a tile of 32 neighbouring rows (a warp's width: a
+// 128-byte line of f32, 64 bytes of 16-bit types), fewer where an outer row
+// has fewer; slots split each row's elements. The fewest registers a
+// thread (kInterleavedVpt) that hold the row in blocks of at most 1024
+// threads, slots rounded to whole warps; else the two-pass kernel with the
+// most slots, its tile halved (down to 32 bytes of rows, one sector) while
+// the tiles resident at once span more than half the L2, so that the
+// second pass finds them there.
+Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+  const int elem = dtype_size(s.dtype);
+  const int warp = std::max(dev.is_gpu() ? dev.warp_size : 32, 1);
+  int tile = static_cast<int>(std::min<std::int64_t>(next_pow2(s.inner), 32));
+  const auto slots_for = [&](std::int64_t wanted, int t) {
+    const int most = kInterleavedMaxThreads / t;
+    const std::int64_t step = std::max(warp / t, 1);  // whole warps where a tile is narrower than one
+    return static_cast<int>(std::min<std::int64_t>(ceil_div(wanted, step) * step, most));
+  };
+  const auto& vpts = s.backward ? kInterleavedVptBackward : kInterleavedVpt;
+  int vpt = 0;
+  for (int v : vpts)
+    if (v > 0 && s.cols <= std::int64_t(kInterleavedMaxThreads / tile) * v) {
+      vpt = v;
+      break;
+    }
+  int slots = vpt > 0 ? slots_for(ceil_div(s.cols, vpt), tile) : slots_for(s.cols, tile);
+  Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, 1, 0, vpt, 1, false},
+                        tile * slots, 0, attributes);
+  if (vpt == 0 && dev.is_gpu() && dev.l2_bytes > 0) {
+    const int min_tile = std::max(32 / elem, 1);
+    const auto span = [&](const Plan& p, int t) {
+      return p.resident_blocks * t * s.cols * elem * (s.backward ? 2 : 1);
+    };
+    while (tile / 2 >= min_tile && span(plan, tile) > dev.l2_bytes / 2) {
+      tile /= 2;
+      slots = slots_for(s.cols, tile);
+      plan = make_plan(dev, s, plan.kernel, tile * slots, 0, attributes);
+    }
+  }
+  plan.rows_per_block = tile;
+  plan.inner_tiles = ceil_div(s.inner, tile);
+  plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart): tiles of " +
+             std::to_string(tile) + " rows, " + std::to_string(slots) + " threads a row, " +
+             (vpt > 0 ? std::to_string(vpt) + " elements a thread in registers"
+                      : std::string("two passes, the second in reverse from L2"));
+  return plan;
+}
+
 }  // namespace
 
 Grid grid_for(const Plan& p, std::int64_t rows) {
@@ -133,6 +180,9 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
           "rows = " + std::to_string(rows) + " is too many for one launch: at most " +
               std::to_string(kMaxWorkItems / chunks) + " rows" +
               (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string()));
+  require(p.kernel.strategy != Strategy::interleaved_rows || rows <= kMaxWorkItems / std::max<std::int64_t>(p.inner_tiles, 1),
+          Status::invalid_argument, "rows = " + std::to_string(rows) + " outer rows of " +
+                                        std::to_string(p.inner_tiles) + " tiles are too many for one launch");
   std::int64_t work = 0;
   switch (p.kernel.strategy) {
     case Strategy::group_rows:
@@ -142,6 +192,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case Strategy::split_row:
     case Strategy::cluster_row: work = rows * p.chunks_per_row; break;
     case Strategy::split_stream: work = 2 * rows * p.chunks_per_row; break;  // two visits an item
+    case Strategy::interleaved_rows: work = rows * p.inner_tiles; break;
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
@@ -218,6 +269,16 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const Attri
 
 namespace {
 Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+  if (s.inner > 0) {
+    detail::require_plannable(s.rows, s.cols);
+    require(s.rows <= (std::int64_t(1) << 62) / s.cols / s.inner, Status::invalid_argument,
+            "rows x inner x cols must be below 2^62 elements");
+    Plan plan = plan_interleaved(dev, s, attributes);
+    if (plan.exact.blocks_per_sm < 1)
+      throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
+                                           std::string(to_string(plan.exact.limiter)) + ")");
+    return plan;
+  }
   detail::require_plannable(s.rows, s.cols);
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
   // Rows that do not start on a pack or are not whole packs: the entries

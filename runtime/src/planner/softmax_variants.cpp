@@ -20,6 +20,7 @@ std::string to_string(Strategy s) {
     case Strategy::cluster_row: return "cluster_row";
     case Strategy::split_stream: return "split_stream";
     case Strategy::flat_rows: return "flat_rows";
+    case Strategy::interleaved_rows: return "interleaved_rows";
   }
   return "unknown";
 }

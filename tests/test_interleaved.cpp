@@ -1,0 +1,293 @@
+// Softmax over interleaved rows (SoftmaxCall::inner: a non-last dimension)
+// on every device: fresh random tensors with padded strides, poisoned
+// outputs, forward and backward, softmax and log_softmax, every dtype,
+// against the float64 reference of the same rows gathered contiguous; the
+// bytes between the rows keep their values; bad layouts are refused before
+// anything is written.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "duet/duet.h"
+#include "duet/softmax.hpp"
+#include "expect_refused.hpp"
+#include "fused_test_util.hpp"
+
+using namespace duet;
+using namespace duet::testing;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr std::uint8_t kGap = 0x5a;
+
+struct Shape {
+  std::int64_t rows, cols, inner;
+  std::int64_t col_pad = 0;  // col_stride = inner + col_pad
+  std::int64_t row_pad = 0;  // stride = (cols - 1) * col_stride + inner + row_pad
+};
+
+// One interleaved tensor: its strides and its bytes as the device holds
+// them, gaps filled.
+struct Tensor {
+  std::int64_t col_stride = 0, stride = 0;
+  std::vector<std::uint8_t> bytes;
+};
+std::int64_t offset(const Shape& s, const Tensor& t, std::int64_t r, std::int64_t c, std::int64_t i) {
+  return r * t.stride + c * t.col_stride + i;
+}
+Tensor layout(const Shape& s, std::uint8_t fill, DType dtype) {
+  Tensor t;
+  t.col_stride = s.inner + s.col_pad;
+  t.stride = (s.cols - 1) * t.col_stride + s.inner + s.row_pad;
+  t.bytes.assign(std::size_t(s.rows * t.stride) * std::size_t(dtype_size(dtype)), fill);
+  return t;
+}
+// values: (rows x inner) rows of cols, row (r, i) at (r * inner + i) * cols.
+void place(const Shape& s, Tensor& t, const std::vector<float>& values, DType dtype) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  const auto enc = reference::encode(values, dtype);
+  for (std::int64_t r = 0; r < s.rows; ++r)
+    for (std::int64_t i = 0; i < s.inner; ++i)
+      for (std::int64_t c = 0; c < s.cols; ++c)
+        std::memcpy(t.bytes.data() + std::size_t(offset(s, t, r, c, i)) * elem,
+                    enc.data() + std::size_t((r * s.inner + i) * s.cols + c) * elem, elem);
+}
+std::vector<float> gather(const Shape& s, const Tensor& t, const std::vector<std::uint8_t>& bytes, DType dtype) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  std::vector<float> out(std::size_t(s.rows * s.inner * s.cols));
+  for (std::int64_t r = 0; r < s.rows; ++r)
+    for (std::int64_t i = 0; i < s.inner; ++i)
+      for (std::int64_t c = 0; c < s.cols; ++c)
+        out[std::size_t((r * s.inner + i) * s.cols + c)] =
+            reference::decode(bytes.data() + std::size_t(offset(s, t, r, c, i)) * elem, 1, dtype)[0];
+  return out;
+}
+// Whether every byte outside the tensor's elements still holds `fill`.
+bool gaps_hold(const Shape& s, const Tensor& t, const std::vector<std::uint8_t>& bytes, std::uint8_t fill,
+               DType dtype) {
+  const std::size_t elem = std::size_t(dtype_size(dtype));
+  std::vector<bool> element(bytes.size(), false);
+  for (std::int64_t r = 0; r < s.rows; ++r)
+    for (std::int64_t c = 0; c < s.cols; ++c)
+      for (std::int64_t i = 0; i < s.inner; ++i)
+        for (std::size_t b = 0; b < elem; ++b) element[std::size_t(offset(s, t, r, c, i)) * elem + b] = true;
+  for (std::size_t b = 0; b < bytes.size(); ++b)
+    if (!element[b] && bytes[b] != fill) return false;
+  return true;
+}
+
+// Row (0, 0) all -inf, row (0, 1) a NaN, row (0, 2) a +inf, row (0, 3)
+// every other element -inf: torch's answers are NaN, NaN, NaN and finite.
+void make_extreme(const Shape& s, std::vector<float>& x) {
+  auto at = [&](std::int64_t i, std::int64_t c) -> float& { return x[std::size_t(i * s.cols + c)]; };
+  for (std::int64_t c = 0; c < s.cols; ++c) at(0, c) = -kInf;
+  if (s.inner > 1) at(1, s.cols / 2) = std::numeric_limits<float>::quiet_NaN();
+  if (s.inner > 2) at(2, s.cols - 1) = kInf;
+  if (s.inner > 3)
+    for (std::int64_t c = 1; c < s.cols; c += 2) at(3, c) = -kInf;
+}
+
+std::string describe(const Device& dev, const Shape& s, DType dtype, Op op, bool backward, bool in_place) {
+  return dev.label() + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "x" + std::to_string(s.inner) +
+         " pads " + std::to_string(s.col_pad) + "/" + std::to_string(s.row_pad) + " " + to_string(dtype) +
+         (op == Op::log_softmax ? " log_softmax" : " softmax") + (backward ? " backward" : "") +
+         (in_place ? " in place" : "");
+}
+
+// One call: returns the plan's kernel for the caller's checks.
+Variant run_case(const Device& dev, const Shape& s, DType dtype, Op op, bool backward, bool in_place,
+                 bool extreme = false) {
+  INFO(describe(dev, s, dtype, op, backward, in_place));
+  const std::int64_t n_rows = s.rows * s.inner;
+  std::vector<float> x = random_values(std::size_t(n_rows * s.cols), 3.0f, dtype);
+  if (extreme) make_extreme(s, x);
+  std::vector<float> dy;
+  std::vector<double> want;
+  const std::vector<double>* scale = nullptr;
+  std::vector<double> row_scale;
+  if (backward) {
+    // y as the forward writes it, dy random.
+    const auto y64 = reference::forward(x, n_rows, s.cols, op);
+    std::vector<float> y(y64.begin(), y64.end());
+    x = reference::round_trip(y, dtype);
+    dy = random_values(x.size(), 1.0f, dtype);
+    want = reference::backward(x, dy, n_rows, s.cols, op);
+    row_scale = reference::backward_scale(x, dy, n_rows, s.cols, op);
+    scale = &row_scale;
+  } else {
+    want = reference::forward(x, n_rows, s.cols, op);
+  }
+  Tensor tx = layout(s, kGap, dtype);
+  place(s, tx, x, dtype);
+  Tensor tdy = layout(s, kGap, dtype);
+  if (backward) place(s, tdy, dy, dtype);
+  Tensor tout = layout(s, kNaNPoison, dtype);
+
+  DeviceCopy dx_buf(dev, tx.bytes), ddy_buf(dev, tdy.bytes), dout_buf(dev, tout.bytes);
+  SoftmaxCall c;
+  c.op = op;
+  c.backward = backward;
+  c.dtype = dtype;
+  c.rows = s.rows;
+  c.cols = s.cols;
+  c.inner = s.inner;
+  c.x = dx_buf.data();
+  c.x_stride = tx.stride;
+  c.x_col_stride = tx.col_stride;
+  if (backward) {
+    c.dy = ddy_buf.data();
+    c.dy_stride = tdy.stride;
+    c.dy_col_stride = tdy.col_stride;
+  }
+  const DeviceCopy& written = in_place ? (backward ? ddy_buf : dx_buf) : dout_buf;
+  const Tensor& tw = in_place ? (backward ? tdy : tx) : tout;
+  c.out = written.data();
+  c.out_stride = tw.stride;
+  c.out_col_stride = tw.col_stride;
+  const Plan plan = plan_for(dev, c);
+  run(dev, c);
+  if (dev.is_gpu()) synchronize(dev);
+  const auto bytes = written.get<std::uint8_t>();
+  const auto got = gather(s, tw, bytes, dtype);
+  const auto check = reference::compare(got, want, n_rows, s.cols, reference::default_tolerance(dtype), scale,
+                                        reference::default_abs_floor(dtype));
+  INFO(variant_name(plan.kernel), ": ", check.first_failure);
+  CHECK(check.ok);
+  CHECK(gaps_hold(s, tw, bytes, in_place ? kGap : kNaNPoison, dtype));
+  if (!in_place) CHECK(dx_buf.get<std::uint8_t>() == tx.bytes);  // the input is only read
+  return plan.kernel;
+}
+
+const Shape kShapes[] = {
+    {2, 21, 100},         // [2, 21, 10, 10] over dim 1: registers, one element a thread
+    {3, 5, 33, 2, 7},     // padded col and row strides, a part tile
+    {1, 300, 40},         // 16 elements a thread forward, two passes backward (on GPUs)
+    {4, 129, 64, 0, 3},   // several tiles an outer row
+    {2, 700, 37},         // two passes
+    {1, 2000, 3, 1, 0},   // a narrow tile, many threads a row
+    {3, 7, 1, 2, 1},      // inner 1: one row an outer row, its elements apart
+    {5, 1, 50},           // one element a row
+};
+
+}  // namespace
+
+TEST_CASE("interleaved rows: every device, dtype, direction and layout against float64") {
+  on_every_device([](const Device& dev) {
+    for (const Shape& s : kShapes)
+      for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+        for (Op op : {Op::softmax, Op::log_softmax})
+          for (bool backward : {false, true}) {
+            const Variant v = run_case(dev, s, dtype, op, backward, false);
+            CHECK(v.strategy == Strategy::interleaved_rows);
+          }
+  });
+}
+
+TEST_CASE("interleaved rows: in place, and inf / -inf / NaN rows") {
+  on_every_device([](const Device& dev) {
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (Op op : {Op::softmax, Op::log_softmax}) {
+        for (bool backward : {false, true}) run_case(dev, {2, 37, 70, 1, 2}, dtype, op, backward, true);
+        run_case(dev, {2, 37, 70}, dtype, op, false, false, true);
+        run_case(dev, {1, 900, 8}, dtype, op, false, false, true);  // two passes on GPUs
+      }
+  });
+}
+
+TEST_CASE("interleaved rows: the planner picks registers or two passes by the row's length") {
+  on_every_device([](const Device& dev) {
+    if (!dev.is_gpu()) return;
+    SoftmaxCall c;
+    c.rows = 8;
+    c.inner = 4096;
+    for (auto [cols, backward, vpt] : {std::tuple{21, false, 1}, std::tuple{100, false, 4}, std::tuple{500, false, 16},
+                                       std::tuple{200, true, 8}, std::tuple{513, false, 0}, std::tuple{300, true, 0}}) {
+      INFO(cols, backward ? " backward" : " forward");
+      Buffer x(dev, std::size_t(8 * 4096) * std::size_t(cols) * 4), y(dev, x.size()), dy(dev, x.size());
+      c.cols = cols;
+      c.backward = backward;
+      c.x = x.data();
+      c.out = y.data();
+      c.dy = backward ? dy.data() : nullptr;
+      c.x_stride = c.out_stride = c.dy_stride = cols * 4096;
+      c.x_col_stride = c.out_col_stride = c.dy_col_stride = 4096;
+      const Plan p = plan_for(dev, c);
+      CHECK(p.kernel.strategy == Strategy::interleaved_rows);
+      CHECK(p.kernel.vpt == vpt);
+      CHECK(p.rows_per_block == 32);
+      CHECK(p.inner_tiles == 4096 / 32);
+      CHECK(p.launch.threads_per_block <= kInterleavedMaxThreads);
+      if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / 32) * vpt >= cols);
+    }
+  });
+}
+
+TEST_CASE("interleaved rows: bad layouts are refused before anything is written") {
+  const Device host(BackendKind::host, 0);
+  std::vector<float> x(4096, 1.0f), y(4096, -7.0f);
+  SoftmaxCall c;
+  c.rows = 2;
+  c.cols = 8;
+  c.inner = 16;
+  c.x = x.data();
+  c.out = y.data();
+  c.x_stride = c.out_stride = 8 * 16;
+  c.x_col_stride = c.out_col_stride = 16;
+  const auto refused = [&](SoftmaxCall bad, const std::string& words) {
+    expect_refused([&] { run(host, bad); }, words.c_str());
+    for (float v : y) REQUIRE(v == -7.0f);
+  };
+  SoftmaxCall bad = c;
+  bad.out_col_stride = 15;
+  refused(bad, "y col stride 15 is smaller than inner 16");
+  bad = c;
+  bad.x_stride = 8 * 16 - 1;
+  refused(bad, "x stride 127 is smaller than an outer row's span");
+  bad = c;
+  bad.out = y.data() + 1;
+  bad.x = y.data();
+  refused(bad, "overlap");
+  bad = c;
+  bad.inner = -1;
+  refused(bad, "inner must be >= 0");
+  bad = c;
+  bad.x = reinterpret_cast<const char*>(x.data()) + 1;
+  refused(bad, "not aligned");
+  bad = c;
+  bad.inner = 0;  // an empty call
+  run(host, bad);
+  for (float v : y) REQUIRE(v == -7.0f);
+  // In place, x and y the same elements: allowed.
+  SoftmaxCall in_place = c;
+  in_place.x = y.data();
+  run(host, in_place);
+  CHECK(y[0] == doctest::Approx(1.0 / 8));
+}
+
+TEST_CASE("interleaved rows through the C ABI") {
+  duet_device_t host{DUET_BACKEND_HOST, 0};
+  // [2, 3, 4] over dim 1.
+  std::vector<float> x(24), y(24, 0.0f), dx(24, 0.0f);
+  for (int k = 0; k < 24; ++k) x[std::size_t(k)] = float(k % 5) - 2.0f;
+  REQUIRE(duet_softmax_interleaved(host, DUET_F32, 1, 2, 3, 4, x.data(), 12, 4, y.data(), 12, 4, nullptr) ==
+          DUET_SUCCESS);
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 4; ++i) {
+      double lse = 0;
+      for (int c = 0; c < 3; ++c) lse += std::exp(double(x[std::size_t(r * 12 + c * 4 + i)]));
+      lse = std::log(lse);
+      for (int c = 0; c < 3; ++c)
+        CHECK(y[std::size_t(r * 12 + c * 4 + i)] == doctest::Approx(x[std::size_t(r * 12 + c * 4 + i)] - lse));
+    }
+  std::vector<float> dy(24, 1.0f);
+  REQUIRE(duet_softmax_interleaved_backward(host, DUET_F32, 1, 2, 3, 4, y.data(), 12, 4, dy.data(), 12, 4, dx.data(),
+                                            12, 4, nullptr) == DUET_SUCCESS);
+  for (int k = 0; k < 24; ++k) CHECK(dx[std::size_t(k)] == doctest::Approx(1.0 - 3.0 * std::exp(y[std::size_t(k)])));
+  CHECK(duet_softmax_interleaved(host, DUET_F32, 2, 2, 3, 4, x.data(), 12, 4, y.data(), 12, 4, nullptr) ==
+        DUET_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(duet_last_error()).find("log must be 0") != std::string::npos);
+}
