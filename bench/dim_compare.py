@@ -24,6 +24,8 @@ import compare  # noqa: E402  (its timer and copy ceiling)
 
 import duet  # noqa: E402
 
+compare.torch, compare.duet = torch, duet
+
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 # (label, shape, dim): None as the first size is sized to about 256 MB.
 SHAPES = [
