@@ -132,6 +132,14 @@ namespace {
 // packs from a pack boundary.
 void check_layout(const Variant& v, const SoftmaxArgs& a) {
   if (v.vec <= 1 || a.rows == 0) return;
+  if (v.strategy == Strategy::interleaved_rows) {
+    if (!interleaved_on_packs(v.dtype, v.backward, a.rows, a.cols, a.inner, a.x, a.x_stride, a.x_col_stride, a.dy,
+                              a.dy_stride, a.dy_col_stride, a.out, a.out_stride, a.out_col_stride))
+      throw Error(Status::invalid_argument,
+                  variant_name(v) + " needs every tensor on " + std::to_string(v.vec) +
+                      "-element packs: pointers 16-byte aligned, inner, col strides and strides whole packs");
+    return;
+  }
   const RowLayout l =
       row_layout(v.dtype, v.backward, a.rows, a.cols, a.x, a.x_stride, a.dy, a.dy_stride, a.out, a.out_stride);
   if (!l.congruent)

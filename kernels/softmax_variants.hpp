@@ -112,6 +112,22 @@ inline RowLayout row_layout(DType dtype, bool backward, std::int64_t rows, std::
   return l;
 }
 
+// Whether interleaved rows (SoftmaxCall::inner) sit on 16-byte packs in
+// every tensor: pointers on a pack, inner rows, col strides and strides
+// whole packs, so a lane reads a pack of neighbouring rows.
+inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t inner, const void* x, std::int64_t x_stride,
+                                 std::int64_t x_col_stride, const void* dy, std::int64_t dy_stride,
+                                 std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
+                                 std::int64_t out_col_stride) {
+  const int elem = dtype_size(dtype), vec = dtype_vec16(dtype);
+  const auto on = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
+    return pack_phase(p, elem, vec) == 0 && (cols <= 1 || col_stride % vec == 0) && (rows <= 1 || stride % vec == 0);
+  };
+  return inner % vec == 0 && on(x, x_stride, x_col_stride) && on(out, out_stride, out_col_stride) &&
+         (!backward || on(dy, dy_stride, dy_col_stride));
+}
+
 // Block size of group_rows, split_row and split_stream kernels (block_row
 // chooses its own).
 inline constexpr int kGroupRowsBlock = 128;
@@ -187,12 +203,18 @@ inline constexpr int kEdgesMinGroup = 4;
 // v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
-// interleaved_rows: blocks of at most 1024 threads; elements a thread keeps
-// in registers (0: the two-pass kernel). 1024 threads cap a thread at 64
-// registers: 16 values forward, 8 of each of two tensors backward.
-inline constexpr int kInterleavedMaxThreads = 1024;
+// interleaved_rows: a lane holds VEC neighbouring rows (16-byte packs, or
+// single elements where the tensors are not on packs); a lane's elements a
+// thread keeps in registers (0: the two-pass kernel), up to 16 floats
+// forward and 8 of each of two tensors backward, so that 1024-thread blocks
+// (512 for packs, whose slots' partials take VEC times the shared memory)
+// fit 64 registers a thread.
+constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 inline constexpr std::array<int, 4> kInterleavedVpt{1, 4, 16, 0};
 inline constexpr std::array<int, 4> kInterleavedVptBackward{1, 4, 8, 0};
+// The register counts above for VEC rows a lane: those that hold at most
+// 16 (backward 8) floats.
+constexpr bool interleaved_vpt_fits(int vec, int vpt, bool backward) { return vpt * vec <= (backward ? 8 : 16); }
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
 // direction, path, strategy. The catalogue and its size both come from here.
@@ -218,9 +240,9 @@ constexpr void for_each_variant(F&& f) {
         if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
-        if (path == Path::scalar)
+        if (path != Path::vector_edges)
           for (int vpt : back ? kInterleavedVptBackward : kInterleavedVpt)
-            f(Variant{Strategy::interleaved_rows, dt, back, 1, 0, vpt, 1, false});
+            if (interleaved_vpt_fits(vec, vpt, back)) f(Variant{Strategy::interleaved_rows, dt, back, vec, 0, vpt, 1, false});
       }
 }
 

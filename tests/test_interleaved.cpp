@@ -149,6 +149,12 @@ Variant run_case(const Device& dev, const Shape& s, DType dtype, Op op, bool bac
   c.out_stride = tw.stride;
   c.out_col_stride = tw.col_stride;
   const Plan plan = plan_for(dev, c);
+  if (dev.is_gpu()) {  // 16-byte packs of rows exactly where every tensor sits on them
+    const bool packs = interleaved_on_packs(dtype, backward, s.rows, s.cols, s.inner, c.x, c.x_stride,
+                                            c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride,
+                                            c.out_col_stride);
+    CHECK(plan.kernel.vec == (packs ? dtype_vec16(dtype) : 1));
+  }
   run(dev, c);
   if (dev.is_gpu()) synchronize(dev);
   const auto bytes = written.get<std::uint8_t>();
@@ -204,8 +210,10 @@ TEST_CASE("interleaved rows: the planner picks registers or two passes by the ro
     SoftmaxCall c;
     c.rows = 8;
     c.inner = 4096;
-    for (auto [cols, backward, vpt] : {std::tuple{21, false, 1}, std::tuple{100, false, 4}, std::tuple{500, false, 16},
-                                       std::tuple{200, true, 8}, std::tuple{513, false, 0}, std::tuple{300, true, 0}}) {
+    // f32 on packs of 4 rows: 8 lanes, up to 64 slots; 16 floats a thread
+    // forward (4 packs), 8 backward (1 pack of each tensor).
+    for (auto [cols, backward, vpt] : {std::tuple{21, false, 1}, std::tuple{100, false, 4}, std::tuple{500, false, 0},
+                                       std::tuple{60, true, 1}, std::tuple{200, true, 0}, std::tuple{513, false, 0}}) {
       INFO(cols, backward ? " backward" : " forward");
       Buffer x(dev, std::size_t(8 * 4096) * std::size_t(cols) * 4), y(dev, x.size()), dy(dev, x.size());
       c.cols = cols;
@@ -218,10 +226,11 @@ TEST_CASE("interleaved rows: the planner picks registers or two passes by the ro
       const Plan p = plan_for(dev, c);
       CHECK(p.kernel.strategy == Strategy::interleaved_rows);
       CHECK(p.kernel.vpt == vpt);
+      CHECK(p.kernel.vec == 4);
       CHECK(p.rows_per_block == 32);
       CHECK(p.inner_tiles == 4096 / 32);
-      CHECK(p.launch.threads_per_block <= kInterleavedMaxThreads);
-      if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / 32) * vpt >= cols);
+      CHECK(p.launch.threads_per_block <= interleaved_max_threads(p.kernel.vec));
+      if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / (32 / 4)) * vpt >= cols);
     }
   });
 }

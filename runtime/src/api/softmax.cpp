@@ -113,7 +113,8 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   }
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
-  if (interleaved(c)) return cached_plan(dev, c.dtype, c.backward, false, false, false, c.rows, c.cols, c.inner);
+  if (interleaved(c))
+    return cached_plan(dev, c.dtype, c.backward, interleaved_on_packs(c.dtype, c.backward, c.rows, c.cols, c.inner, c.x, c.x_stride, c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride, c.out_col_stride), false, false, c.rows, c.cols, c.inner);
   const RowLayout l = layout_of_call(c);
   return cached_plan(dev, c.dtype, c.backward, l.congruent, l.congruent && !l.on_packs, l.dense, c.rows, c.cols);
 }
@@ -185,7 +186,7 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.x_col_stride = c.x_col_stride;
   a.dy_col_stride = c.dy_col_stride;
   a.out_col_stride = c.out_col_stride;
-  a.tile = plan.kernel.strategy == Strategy::interleaved_rows ? plan.rows_per_block : 0;
+  a.tile = plan.kernel.strategy == Strategy::interleaved_rows ? plan.rows_per_block / plan.kernel.vec : 0;
   detail::Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
     void* workspace = nullptr;

@@ -196,7 +196,9 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
           case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
           case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
           case Strategy::flat_rows: a.max_threads_per_block = kFlatRowsBlock; break;
-          case Strategy::interleaved_rows: a.max_threads_per_block = kInterleavedMaxThreads; break;
+          case Strategy::interleaved_rows: 
+            a.max_threads_per_block = interleaved_max_threads(kCatalogue[std::size_t(v)].vec);
+            break;
         }
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }

@@ -124,37 +124,40 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
-// interleaved_rows: a tile of 32 neighbouring rows (a warp's width: a
-// 128-byte line of f32, 64 bytes of 16-bit types), fewer where an outer row
-// has fewer; slots split each row's elements. The fewest registers a
-// thread (kInterleavedVpt) that hold the row in blocks of at most 1024
-// threads, slots rounded to whole warps; else the two-pass kernel with the
-// most slots, its tile halved (down to 32 bytes of rows, one sector) while
-// the tiles resident at once span more than half the L2, so that the
-// second pass finds them there.
+// interleaved_rows: a tile of 128 bytes of neighbouring rows (a line),
+// fewer where an outer row has fewer: 8 lanes of a 16-byte pack of rows
+// each where every tensor sits on packs (SoftmaxShape::vector_ok), else 32
+// lanes of one row each; slots split each row's elements. The fewest
+// registers a thread (kInterleavedVpt) that hold the rows, slots rounded to
+// whole warps; else the two-pass kernel with the most slots, its tile
+// halved (down to 32 bytes of rows, one sector) while the tiles resident at
+// once span more than half the L2, so that the second pass finds them there.
 Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
   const int elem = dtype_size(s.dtype);
+  const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
+  const int most_threads = interleaved_max_threads(vec);
   const int warp = std::max(dev.is_gpu() ? dev.warp_size : 32, 1);
-  int tile = static_cast<int>(std::min<std::int64_t>(next_pow2(s.inner), 32));
+  const int line_lanes = 128 / (elem * vec);
+  int tile = static_cast<int>(std::min<std::int64_t>(next_pow2(ceil_div(s.inner, vec)), line_lanes));
   const auto slots_for = [&](std::int64_t wanted, int t) {
-    const int most = kInterleavedMaxThreads / t;
+    const int most = most_threads / t;
     const std::int64_t step = std::max(warp / t, 1);  // whole warps where a tile is narrower than one
     return static_cast<int>(std::min<std::int64_t>(ceil_div(wanted, step) * step, most));
   };
   const auto& vpts = s.backward ? kInterleavedVptBackward : kInterleavedVpt;
   int vpt = 0;
   for (int v : vpts)
-    if (v > 0 && s.cols <= std::int64_t(kInterleavedMaxThreads / tile) * v) {
+    if (v > 0 && interleaved_vpt_fits(vec, v, s.backward) && s.cols <= std::int64_t(most_threads / tile) * v) {
       vpt = v;
       break;
     }
   int slots = vpt > 0 ? slots_for(ceil_div(s.cols, vpt), tile) : slots_for(s.cols, tile);
-  Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, 1, 0, vpt, 1, false},
+  Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
                         tile * slots, 0, attributes);
   if (vpt == 0 && dev.is_gpu() && dev.l2_bytes > 0) {
-    const int min_tile = std::max(32 / elem, 1);
+    const int min_tile = std::max(32 / (elem * vec), 1);
     const auto span = [&](const Plan& p, int t) {
-      return p.resident_blocks * t * s.cols * elem * (s.backward ? 2 : 1);
+      return p.resident_blocks * t * vec * s.cols * elem * (s.backward ? 2 : 1);
     };
     while (tile / 2 >= min_tile && span(plan, tile) > dev.l2_bytes / 2) {
       tile /= 2;
@@ -162,10 +165,12 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
       plan = make_plan(dev, s, plan.kernel, tile * slots, 0, attributes);
     }
   }
-  plan.rows_per_block = tile;
-  plan.inner_tiles = ceil_div(s.inner, tile);
+  plan.rows_per_block = tile * vec;
+  plan.inner_tiles = ceil_div(s.inner, plan.rows_per_block);
   plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart): tiles of " +
-             std::to_string(tile) + " rows, " + std::to_string(slots) + " threads a row, " +
+             std::to_string(plan.rows_per_block) + " rows" +
+             (vec > 1 ? " (" + std::to_string(tile) + " lanes of " + std::to_string(vec) + "-row packs)" : std::string()) +
+             ", " + std::to_string(slots) + " threads a row, " +
              (vpt > 0 ? std::to_string(vpt) + " elements a thread in registers"
                       : std::string("two passes, the second in reverse from L2"));
   return plan;
