@@ -67,13 +67,16 @@ __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VE
   __syncthreads();
 }
 
+template <int VEC>
+inline constexpr int kInterleavedThreads = interleaved_max_threads(VEC);
+
 template <class T, int VEC, int VPT, bool BACKWARD>
-__global__ void __launch_bounds__(interleaved_max_threads(VEC)) interleaved_rows_kernel(SoftmaxArgs a) {
+__global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
   using V = PackWords<T, VEC>;
   // Loads a VPT == 0 thread has in flight: 32 bytes of single elements,
   // 16 floats of packs.
   constexpr int K = VEC == 1 ? 8 : 16 / VEC;
-  __shared__ float scratch[2 * interleaved_max_threads(VEC) * VEC];
+  __shared__ float scratch[2 * kInterleavedThreads<VEC> * VEC];
   const int tile = a.tile;
   const int slots = static_cast<int>(blockDim.x) / tile;
   const int lane = static_cast<int>(threadIdx.x) % tile;
