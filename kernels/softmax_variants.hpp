@@ -204,17 +204,13 @@ inline constexpr int kEdgesMinGroup = 4;
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // interleaved_rows: a lane holds VEC neighbouring rows (16-byte packs, or
-// single elements where the tensors are not on packs); a lane's elements a
-// thread keeps in registers (0: the two-pass kernel), up to 16 floats
-// forward and 8 of each of two tensors backward, so that 1024-thread blocks
-// (512 for packs, whose slots' partials take VEC times the shared memory)
-// fit 64 registers a thread.
+// single elements where the tensors are not on packs). A thread keeps 16
+// floats of a lane's elements in registers forward (VPT = 16 / VEC
+// elements), 8 of each of two tensors backward, or runs two passes (VPT =
+// 0); blocks of at most 1024 threads (512 for packs, whose slots' partials
+// take VEC times the shared memory), 64 registers a thread.
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
-inline constexpr std::array<int, 4> kInterleavedVpt{1, 4, 16, 0};
-inline constexpr std::array<int, 4> kInterleavedVptBackward{1, 4, 8, 0};
-// The register counts above for VEC rows a lane: those that hold at most
-// 16 (backward 8) floats.
-constexpr bool interleaved_vpt_fits(int vec, int vpt, bool backward) { return vpt * vec <= (backward ? 8 : 16); }
+constexpr int interleaved_vpt(int vec, bool backward) { return (backward ? 8 : 16) / vec; }
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
 // direction, path, strategy. The catalogue and its size both come from here.
@@ -241,8 +237,8 @@ constexpr void for_each_variant(F&& f) {
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
         if (path != Path::vector_edges)
-          for (int vpt : back ? kInterleavedVptBackward : kInterleavedVpt)
-            if (interleaved_vpt_fits(vec, vpt, back)) f(Variant{Strategy::interleaved_rows, dt, back, vec, 0, vpt, 1, false});
+          for (int vpt : {interleaved_vpt(vec, back), 0})
+            f(Variant{Strategy::interleaved_rows, dt, back, vec, 0, vpt, 1, false});
       }
 }
 

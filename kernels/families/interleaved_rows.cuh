@@ -27,19 +27,27 @@
 namespace duet::DUET_NS::kernels {
 
 // Every slot's values of this thread's lane combined by `op`, for every
-// thread of the lane. Ends with the scratch free again.
+// thread of the lane: a tree over the slots in shared memory, log2(slots)
+// barriers, VEC values a thread a step. Ends with the scratch free again.
 template <int VEC, class Op>
 __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
                                              Op op) {
+  float* mine = scratch + (slot * tile + lane) * VEC;
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) scratch[(slot * tile + lane) * VEC + e] = v[e];
+  for (int e = 0; e < VEC; ++e) mine[e] = v[e];
   __syncthreads();
+  int half = 1;
+  while (half * 2 < slots) half *= 2;
+  for (; half >= 1; half /= 2) {
+    if (slot < half && slot + half < slots) {
+      const float* other = mine + half * tile * VEC;
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    float r = scratch[lane * VEC + e];
-    for (int k = 1; k < slots; ++k) r = op(r, scratch[(k * tile + lane) * VEC + e]);
-    v[e] = r;
+      for (int e = 0; e < VEC; ++e) mine[e] = op(mine[e], other[e]);
+    }
+    __syncthreads();
   }
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) v[e] = scratch[lane * VEC + e];
   __syncthreads();
 }
 
@@ -47,22 +55,33 @@ __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, in
 template <int VEC>
 __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VEC], float* scratch, int lane,
                                                   int slot, int tile, int slots) {
-  float* ms = scratch;
-  float* ss = scratch + slots * tile * VEC;
+  float* ms = scratch + (slot * tile + lane) * VEC;
+  float* ss = ms + slots * tile * VEC;
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
-    ms[(slot * tile + lane) * VEC + e] = m[e];
-    ss[(slot * tile + lane) * VEC + e] = s[e];
+    ms[e] = m[e];
+    ss[e] = s[e];
   }
   __syncthreads();
+  int half = 1;
+  while (half * 2 < slots) half *= 2;
+  for (; half >= 1; half /= 2) {
+    if (slot < half && slot + half < slots) {
+      const float* om = ms + half * tile * VEC;
+      const float* os = ss + half * tile * VEC;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float row_m = fmaxf(ms[e], om[e]);
+        ss[e] = rescale(ss[e], ms[e], row_m) + rescale(os[e], om[e], row_m);
+        ms[e] = row_m;
+      }
+    }
+    __syncthreads();
+  }
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
-    float row_m = kNegInf;
-    for (int k = 0; k < slots; ++k) row_m = fmaxf(row_m, ms[(k * tile + lane) * VEC + e]);
-    float row_s = 0.0f;
-    for (int k = 0; k < slots; ++k) row_s += rescale(ss[(k * tile + lane) * VEC + e], ms[(k * tile + lane) * VEC + e], row_m);
-    m[e] = row_m;
-    s[e] = row_s;
+    m[e] = scratch[lane * VEC + e];
+    s[e] = scratch[slots * tile * VEC + lane * VEC + e];
   }
   __syncthreads();
 }

@@ -124,34 +124,37 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
-// interleaved_rows: a tile of 128 bytes of neighbouring rows (a line),
-// fewer where an outer row has fewer: 8 lanes of a 16-byte pack of rows
-// each where every tensor sits on packs (SoftmaxShape::vector_ok), else 32
-// lanes of one row each; slots split each row's elements. The fewest
-// registers a thread (kInterleavedVpt) that hold the rows, slots rounded to
-// whole warps; else the two-pass kernel with the most slots, its tile
-// halved (down to 32 bytes of rows, one sector) while the tiles resident at
-// once span more than half the L2, so that the second pass finds them there.
+// interleaved_rows: lanes of 16-byte packs of neighbouring rows where every
+// tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
+// slots split each row's elements. A thread keeps interleaved_vpt elements
+// of its lane in registers where the slots that needs fit a block beside a
+// tile of at least 128 bytes of rows (a line); the block then takes as
+// many lanes as fit, up to 32, so that each SM has many loads in flight.
+// Else the two-pass kernel: a 128-byte tile and the most slots, the tile
+// halved (down to 32 bytes, one sector) while the tiles resident at once
+// span more than half the L2, so that the second pass finds them there.
+// Fewer lanes where an outer row has fewer rows.
 Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
   const int elem = dtype_size(s.dtype);
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
   const int most_threads = interleaved_max_threads(vec);
   const int warp = std::max(dev.is_gpu() ? dev.warp_size : 32, 1);
-  const int line_lanes = 128 / (elem * vec);
-  int tile = static_cast<int>(std::min<std::int64_t>(next_pow2(ceil_div(s.inner, vec)), line_lanes));
-  const auto slots_for = [&](std::int64_t wanted, int t) {
-    const int most = most_threads / t;
-    const std::int64_t step = std::max(warp / t, 1);  // whole warps where a tile is narrower than one
-    return static_cast<int>(std::min<std::int64_t>(ceil_div(wanted, step) * step, most));
+  const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
+  const int line_lanes = static_cast<int>(std::min<std::int64_t>(128 / (elem * vec), lanes_of_inner));
+  const auto slots_for = [&](std::int64_t wanted, int lanes) {
+    const std::int64_t step = std::max(warp / lanes, 1);  // whole warps where a tile is narrower than one
+    return static_cast<int>(std::min<std::int64_t>(ceil_div(wanted, step) * step, most_threads / lanes));
   };
-  const auto& vpts = s.backward ? kInterleavedVptBackward : kInterleavedVpt;
-  int vpt = 0;
-  for (int v : vpts)
-    if (v > 0 && interleaved_vpt_fits(vec, v, s.backward) && s.cols <= std::int64_t(most_threads / tile) * v) {
-      vpt = v;
-      break;
-    }
-  int slots = vpt > 0 ? slots_for(ceil_div(s.cols, vpt), tile) : slots_for(s.cols, tile);
+  const int reg_vpt = interleaved_vpt(vec, s.backward);
+  const std::int64_t reg_slots = ceil_div(s.cols, reg_vpt);
+  int vpt = 0, tile = line_lanes, slots = 0;
+  if (reg_slots * line_lanes <= most_threads) {
+    vpt = reg_vpt;
+    while (tile * 2 <= 32 && tile * 2 <= lanes_of_inner && reg_slots * tile * 2 <= most_threads) tile *= 2;
+    slots = slots_for(reg_slots, tile);
+  } else {
+    slots = slots_for(s.cols, tile);
+  }
   Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
                         tile * slots, 0, attributes);
   if (vpt == 0 && dev.is_gpu() && dev.l2_bytes > 0) {
