@@ -112,15 +112,16 @@ inline RowLayout row_layout(DType dtype, bool backward, std::int64_t rows, std::
   return l;
 }
 
-// Whether interleaved rows (SoftmaxCall::inner) sit on 16-byte packs in
-// every tensor: pointers on a pack, inner rows, col strides and strides
-// whole packs, so a lane reads a pack of neighbouring rows.
+// Whether interleaved rows (SoftmaxCall::inner) sit on packs of four
+// elements in every tensor (kInterleavedPack): pointers on a pack, inner
+// rows, col strides and strides whole packs, so a lane reads a pack of
+// neighbouring rows.
 inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, std::int64_t cols,
                                  std::int64_t inner, const void* x, std::int64_t x_stride,
                                  std::int64_t x_col_stride, const void* dy, std::int64_t dy_stride,
                                  std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
                                  std::int64_t out_col_stride) {
-  const int elem = dtype_size(dtype), vec = dtype_vec16(dtype);
+  const int elem = dtype_size(dtype), vec = 4;  // kInterleavedPack, defined below
   const auto on = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
     return pack_phase(p, elem, vec) == 0 && (cols <= 1 || col_stride % vec == 0) && (rows <= 1 || stride % vec == 0);
   };
@@ -203,12 +204,18 @@ inline constexpr int kEdgesMinGroup = 4;
 // v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
-// interleaved_rows: a lane holds VEC neighbouring rows (16-byte packs, or
-// single elements where the tensors are not on packs). A thread keeps 16
+// interleaved_rows: a lane holds VEC neighbouring rows (packs of
+// kInterleavedPack elements, or single elements where the tensors are not
+// on packs). A thread keeps 16
 // floats of a lane's elements in registers forward (VPT = 16 / VEC
 // elements), 8 of each of two tensors backward, or runs two passes (VPT =
 // 0); blocks of at most 1024 threads (512 for packs, whose slots' partials
 // take VEC times the shared memory), 64 registers a thread.
+// Four rows a pack whatever the type (16 bytes of f32, 8 of 16-bit types):
+// a lane's running state is per row, and eight 16-bit rows a lane took
+// 100-112 registers on sm_90 (one block of 512 an SM; bf16 at 0.24-0.41 of
+// copy against f32's 0.75-0.98, bench/NOTES.md v37).
+inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 constexpr int interleaved_vpt(int vec, bool backward) { return (backward ? 8 : 16) / vec; }
 
@@ -237,8 +244,9 @@ constexpr void for_each_variant(F&& f) {
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
         if (path != Path::vector_edges)
-          for (int vpt : {interleaved_vpt(vec, back), 0})
-            f(Variant{Strategy::interleaved_rows, dt, back, vec, 0, vpt, 1, false});
+          for (int vpt : {interleaved_vpt(path == Path::scalar ? 1 : kInterleavedPack, back), 0})
+            f(Variant{Strategy::interleaved_rows, dt, back, path == Path::scalar ? 1 : kInterleavedPack, 0, vpt, 1,
+                      false});
       }
 }
 

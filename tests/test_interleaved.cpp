@@ -149,11 +149,11 @@ Variant run_case(const Device& dev, const Shape& s, DType dtype, Op op, bool bac
   c.out_stride = tw.stride;
   c.out_col_stride = tw.col_stride;
   const Plan plan = plan_for(dev, c);
-  if (dev.is_gpu()) {  // 16-byte packs of rows exactly where every tensor sits on them
+  if (dev.is_gpu()) {  // packs of rows exactly where every tensor sits on them
     const bool packs = interleaved_on_packs(dtype, backward, s.rows, s.cols, s.inner, c.x, c.x_stride,
                                             c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride,
                                             c.out_col_stride);
-    CHECK(plan.kernel.vec == (packs ? dtype_vec16(dtype) : 1));
+    CHECK(plan.kernel.vec == (packs ? kInterleavedPack : 1));
   }
   run(dev, c);
   if (dev.is_gpu()) synchronize(dev);

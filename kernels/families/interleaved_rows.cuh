@@ -5,8 +5,8 @@
 // r * stride + c * col_stride + i.
 //
 // A block takes a tile of `a.tile` lanes of one outer row, a lane VEC
-// neighbouring rows (one 16-byte pack of each element where every tensor's
-// rows and strides sit on packs, else VEC = 1); its threads are (lane,
+// neighbouring rows (a pack of VEC = 4 elements where every tensor's rows
+// and strides sit on packs, else VEC = 1); its threads are (lane,
 // slot) = (t % tile, t / tile), and slot s reads elements s, s + slots,
 // s + 2 slots, ... of its lane's rows, so the lanes of a warp read adjacent
 // addresses. The slots' partial results meet in shared memory.

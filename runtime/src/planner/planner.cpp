@@ -124,7 +124,7 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
-// interleaved_rows: lanes of 16-byte packs of neighbouring rows where every
+// interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
 // of its lane in registers where the slots that needs fit a block beside a
@@ -136,7 +136,7 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
 // Fewer lanes where an outer row has fewer rows.
 Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
   const int elem = dtype_size(s.dtype);
-  const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
+  const int vec = s.vector_ok ? kInterleavedPack : 1;
   const int most_threads = interleaved_max_threads(vec);
   const int warp = std::max(dev.is_gpu() ? dev.warp_size : 32, 1);
   const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
