@@ -204,20 +204,22 @@ inline constexpr int kEdgesMinGroup = 4;
 // v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
-// interleaved_rows: a lane holds VEC neighbouring rows (packs of
-// kInterleavedPack elements, or single elements where the tensors are not
-// on packs). A thread keeps 16
-// floats of a lane's elements in registers forward (VPT = 16 / VEC
-// elements), 8 of each of two tensors backward, or runs two passes (VPT =
-// 0); blocks of at most 1024 threads (512 for packs, whose slots' partials
-// take VEC times the shared memory), 64 registers a thread.
-// Four rows a pack whatever the type (16 bytes of f32, 8 of 16-bit types):
-// a lane's running state is per row, and eight 16-bit rows a lane took
-// 100-112 registers on sm_90 (one block of 512 an SM; bf16 at 0.24-0.41 of
-// copy against f32's 0.75-0.98, bench/NOTES.md v37).
+// interleaved_rows: a lane holds VEC neighbouring rows, a pack of
+// kInterleavedPack elements where every tensor sits on packs (16 bytes of
+// f32, 8 of 16-bit types: a lane's running state is per row, and lanes of
+// eight 16-bit rows took 100-112 registers on sm_90, bench/NOTES.md v37),
+// else single elements. A thread holds interleaved_vpt loads of its lane
+// as they arrive (VPT; 0: two passes, kernels/families/interleaved_rows.cuh
+// says how many loads in flight): 64 bytes of packs forward, 32 of each of
+// two tensors backward, 8 single elements (4 of each tensor backward);
+// blocks of at most 1024 threads (512 for packs, whose slots' partials take
+// VEC times the shared memory), 1024 threads an SM at 64 registers a
+// thread, no spills (ptxas -v, sm_90; bf16 and f16 packs forward: 4 bytes).
 inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
-constexpr int interleaved_vpt(int vec, bool backward) { return (backward ? 8 : 16) / vec; }
+constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
+  return vec == 1 ? (backward ? 4 : 8) : (backward ? 32 : 64) / (dtype_size(dtype) * vec);
+}
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
 // direction, path, strategy. The catalogue and its size both come from here.
@@ -244,7 +246,7 @@ constexpr void for_each_variant(F&& f) {
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
         if (path != Path::vector_edges)
-          for (int vpt : {interleaved_vpt(path == Path::scalar ? 1 : kInterleavedPack, back), 0})
+          for (int vpt : {interleaved_vpt(dt, path == Path::scalar ? 1 : kInterleavedPack, back), 0})
             f(Variant{Strategy::interleaved_rows, dt, back, path == Path::scalar ? 1 : kInterleavedPack, 0, vpt, 1,
                       false});
       }

@@ -90,11 +90,13 @@ template <int VEC>
 inline constexpr int kInterleavedThreads = interleaved_max_threads(VEC);
 
 template <class T, int VEC, int VPT, bool BACKWARD>
-__global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
+__global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
   using V = PackWords<T, VEC>;
-  // Loads a VPT == 0 thread has in flight: 32 bytes of single elements,
-  // 16 floats of packs.
-  constexpr int K = VEC == 1 ? 8 : 16 / VEC;
+  // Loads a VPT == 0 thread has in flight: 32 bytes of packs forward, 16
+  // of each tensor backward (half the register entry's: a pass's running
+  // state and its addresses take the rest of 64 registers), 8 single
+  // elements (4 of each tensor backward).
+  constexpr int K = VEC == 1 ? (BACKWARD ? 4 : 8) : (BACKWARD ? 16 : 32) / int(sizeof(V));
   __shared__ float scratch[2 * kInterleavedThreads<VEC> * VEC];
   const int tile = a.tile;
   const int slots = static_cast<int>(blockDim.x) / tile;
@@ -110,58 +112,52 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_ker
     const T* x = static_cast<const T*>(a.x) + r * a.x_stride + i;
     const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + r * a.dy_stride + i : nullptr;
     T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
-    // Element c of this lane's VEC rows, as floats.
-    const auto load = [&](const T* p, std::int64_t stride, std::int64_t c, float (&v)[VEC]) {
-      const V pack = *reinterpret_cast<const V*>(p + c * stride);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) v[e] = element<T>(pack, e);
+    // Packs stay in their storage form until used (a 16-bit pack of four
+    // in two registers), converted element by element.
+    const auto load = [&](const T* p, std::int64_t stride, std::int64_t c) {
+      return *reinterpret_cast<const V*>(p + c * stride);
     };
-    const auto store = [&](std::int64_t c, const float (&y)[VEC]) {
-      *reinterpret_cast<V*>(out + c * a.out_col_stride) = make_pack<T, V>([&](int e) { return y[e]; });
+    const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
+    const auto store = [&](std::int64_t c, auto value) {
+      *reinterpret_cast<V*>(out + c * a.out_col_stride) = make_pack<T, V>(value);
     };
+    // A thread's state per row of its lane: the max and, after the sums,
+    // 1/s (softmax) or log s (log_softmax), which forward_value reads.
+    float m[VEC], s[VEC];
 
     if constexpr (VPT > 0) {
-      float v[VPT][VEC];
-      float g[BACKWARD ? VPT : 1][VEC];
+      V v[VPT];
+      V g[BACKWARD ? VPT : 1];
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         const std::int64_t c = slot + std::int64_t(k) * slots;
         if (live && c < cols) {
-          load(x, a.x_col_stride, c, v[k]);
-          if constexpr (BACKWARD) load(dy, a.dy_col_stride, c, g[k]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            v[k][e] = kNegInf;
-            if constexpr (BACKWARD) g[k][e] = 0.0f;
-          }
+          v[k] = load(x, a.x_col_stride, c);
+          if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
         }
       }
+      const auto has = [&](int k) { return live && slot + std::int64_t(k) * slots < cols; };
       if constexpr (BACKWARD) {
-        float sum[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          sum[e] = 0.0f;
+          s[e] = 0.0f;
 #pragma unroll
           for (int k = 0; k < VPT; ++k)
-            if (slot + std::int64_t(k) * slots < cols) sum[e] += backward_term(v[k][e], g[k][e], a.log);
+            if (has(k)) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
         }
-        across_slots<VEC>(sum, scratch, lane, slot, tile, slots, SumOp{});
+        across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
 #pragma unroll
-        for (int k = 0; k < VPT; ++k) {
-          const std::int64_t c = slot + std::int64_t(k) * slots;
-          float y[VEC];
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) y[e] = backward_value(v[k][e], g[k][e], sum[e], a.log);
-          if (live && c < cols) store(c, y);
-        }
+        for (int k = 0; k < VPT; ++k)
+          if (has(k))
+            store(slot + std::int64_t(k) * slots,
+                  [&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
       } else {
-        float m[VEC], s[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           m[e] = kNegInf;
 #pragma unroll
-          for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], v[k][e]);
+          for (int k = 0; k < VPT; ++k)
+            if (has(k)) m[e] = fmaxf(m[e], at(v[k], e));
         }
         across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
 #pragma unroll
@@ -169,27 +165,19 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_ker
           s[e] = 0.0f;
 #pragma unroll
           for (int k = 0; k < VPT; ++k)
-            if (slot + std::int64_t(k) * slots < cols) s[e] += exp_shifted(v[k][e], m[e]);
+            if (has(k)) s[e] += exp_shifted(at(v[k], e), m[e]);
         }
         across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
-        float inv_s[VEC], log_s[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          inv_s[e] = 1.0f / s[e];
-          log_s[e] = logf(s[e]);
-        }
+        for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
 #pragma unroll
-        for (int k = 0; k < VPT; ++k) {
-          const std::int64_t c = slot + std::int64_t(k) * slots;
-          float y[VEC];
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) y[e] = forward_value(v[k][e], m[e], inv_s[e], log_s[e], a.log);
-          if (live && c < cols) store(c, y);
-        }
+        for (int k = 0; k < VPT; ++k)
+          if (has(k))
+            store(slot + std::int64_t(k) * slots,
+                  [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
       }
     } else {
-      // Pass 1: this slot's share of the rows, K elements at a time.
-      float m[VEC], s[VEC];
+      // Pass 1: this slot's share of the rows, K loads at a time.
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         m[e] = kNegInf;
@@ -197,20 +185,16 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_ker
       }
       if (live) {
         for (std::int64_t c0 = slot; c0 < cols; c0 += std::int64_t(K) * slots) {
-          float v[K][VEC];
-          float g[BACKWARD ? K : 1][VEC];
+          V v[K];
+          V g[BACKWARD ? K : 1];
+          int n = 0;  // loads this step: the first n of v
 #pragma unroll
           for (int k = 0; k < K; ++k) {
             const std::int64_t c = c0 + std::int64_t(k) * slots;
             if (c < cols) {
-              load(x, a.x_col_stride, c, v[k]);
-              if constexpr (BACKWARD) load(dy, a.dy_col_stride, c, g[k]);
-            } else {
-#pragma unroll
-              for (int e = 0; e < VEC; ++e) {
-                v[k][e] = kNegInf;
-                if constexpr (BACKWARD) g[k][e] = 0.0f;
-              }
+              v[k] = load(x, a.x_col_stride, c);
+              if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+              n = k + 1;
             }
           }
 #pragma unroll
@@ -218,50 +202,42 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>) interleaved_rows_ker
             if constexpr (BACKWARD) {
 #pragma unroll
               for (int k = 0; k < K; ++k)
-                if (c0 + std::int64_t(k) * slots < cols) s[e] += backward_term(v[k][e], g[k][e], a.log);
+                if (k < n) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
             } else {
-              online_add<K>(m[e], s[e], [&](int k) { return v[k][e]; });
+              online_add<K>(m[e], s[e], [&](int k) { return k < n ? at(v[k], e) : kNegInf; });
             }
           }
         }
       }
-      if constexpr (BACKWARD)
+      if constexpr (BACKWARD) {
         across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
-      else
+      } else {
         pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
-      float inv_s[VEC], log_s[VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        inv_s[e] = 1.0f / s[e];
-        log_s[e] = logf(s[e]);
+        for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
       }
-      // Pass 2, last element first, K elements at a time.
+      // Pass 2, last element first, K loads at a time.
       if (live && slot < cols) {
         const std::int64_t last = slot + (cols - 1 - slot) / slots * slots;
         for (std::int64_t c0 = last; c0 >= 0; c0 -= std::int64_t(K) * slots) {
-          float v[K][VEC];
-          float g[BACKWARD ? K : 1][VEC];
+          V v[K];
+          V g[BACKWARD ? K : 1];
 #pragma unroll
           for (int k = 0; k < K; ++k) {
             const std::int64_t c = c0 - std::int64_t(k) * slots;
             if (c >= 0) {
-              load(x, a.x_col_stride, c, v[k]);
-              if constexpr (BACKWARD) load(dy, a.dy_col_stride, c, g[k]);
+              v[k] = load(x, a.x_col_stride, c);
+              if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
             }
           }
 #pragma unroll
           for (int k = 0; k < K; ++k) {
             const std::int64_t c = c0 - std::int64_t(k) * slots;
             if (c < 0) break;
-            float y[VEC];
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              if constexpr (BACKWARD)
-                y[e] = backward_value(v[k][e], g[k][e], s[e], a.log);
-              else
-                y[e] = forward_value(v[k][e], m[e], inv_s[e], log_s[e], a.log);
-            }
-            store(c, y);
+            if constexpr (BACKWARD)
+              store(c, [&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
+            else
+              store(c, [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
           }
         }
       }
