@@ -210,15 +210,18 @@ constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // eight 16-bit rows took 100-112 registers on sm_90, bench/NOTES.md v37),
 // else single elements. A thread holds interleaved_vpt loads of its lane
 // as they arrive (VPT; 0: two passes, kernels/families/interleaved_rows.cuh
-// says how many loads in flight): 64 bytes of packs forward, 32 of each of
-// two tensors backward, 8 single elements (4 of each tensor backward);
+// says how many loads in flight): 64 bytes of packs forward (48 of 16-bit
+// types), 32 of each of two tensors backward, 8 single elements (4 of each
+// tensor backward);
 // blocks of at most 1024 threads (512 for packs, whose slots' partials take
 // VEC times the shared memory), 1024 threads an SM at 64 registers a
-// thread, no spills (ptxas -v, sm_90; bf16 and f16 packs forward: 4 bytes).
+// thread, no spills (ptxas -v, sm_90).
 inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
-  return vec == 1 ? (backward ? 4 : 8) : (backward ? 32 : 64) / (dtype_size(dtype) * vec);
+  if (vec == 1) return backward ? 4 : 8;
+  if (dtype_size(dtype) == 2 && !backward) return 6;  // 8 spilled 4 bytes
+  return (backward ? 32 : 64) / (dtype_size(dtype) * vec);
 }
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
