@@ -117,6 +117,27 @@ duet::Op to_op(int log) {
   return log ? duet::Op::log_softmax : duet::Op::softmax;
 }
 
+// An interleaved-rows call (SoftmaxCall::inner) of x into out; a backward
+// adds dy.
+duet::SoftmaxCall interleaved_call(duet_dtype_t dtype, int log, int64_t rows, int64_t cols, int64_t inner,
+                                   const void* x, int64_t x_stride, int64_t x_col_stride, void* out,
+                                   int64_t out_stride, int64_t out_col_stride, void* stream) {
+  duet::SoftmaxCall c;
+  c.op = to_op(log);
+  c.dtype = to_dtype(dtype);
+  c.rows = rows;
+  c.cols = cols;
+  c.inner = inner;
+  c.x = x;
+  c.x_stride = x_stride;
+  c.x_col_stride = x_col_stride;
+  c.out = out;
+  c.out_stride = out_stride;
+  c.out_col_stride = out_col_stride;
+  c.stream = stream;
+  return c;
+}
+
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
 using ForwardFn = void (*)(const duet::Device&, duet::DType, std::int64_t, std::int64_t, const void*, std::int64_t,
                            void*, std::int64_t, void*);
@@ -224,20 +245,8 @@ duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype,
                                        int64_t inner, const void* x, int64_t x_stride, int64_t x_col_stride, void* y,
                                        int64_t y_stride, int64_t y_col_stride, void* stream) {
   return guarded([&] {
-    duet::SoftmaxCall c;
-    c.op = to_op(log);
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.inner = inner;
-    c.x = x;
-    c.x_stride = x_stride;
-    c.x_col_stride = x_col_stride;
-    c.out = y;
-    c.out_stride = y_stride;
-    c.out_col_stride = y_col_stride;
-    c.stream = stream;
-    duet::run(to_device(device), c);
+    duet::run(to_device(device), interleaved_call(dtype, log, rows, cols, inner, x, x_stride, x_col_stride, y, y_stride,
+                                                  y_col_stride, stream));
   });
 }
 duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
@@ -246,23 +255,12 @@ duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype
                                                 int64_t dy_col_stride, void* dx, int64_t dx_stride,
                                                 int64_t dx_col_stride, void* stream) {
   return guarded([&] {
-    duet::SoftmaxCall c;
-    c.op = to_op(log);
+    duet::SoftmaxCall c =
+        interleaved_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dx, dx_stride, dx_col_stride, stream);
     c.backward = true;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.inner = inner;
-    c.x = y;
-    c.x_stride = y_stride;
-    c.x_col_stride = y_col_stride;
     c.dy = dy;
     c.dy_stride = dy_stride;
     c.dy_col_stride = dy_col_stride;
-    c.out = dx;
-    c.out_stride = dx_stride;
-    c.out_col_stride = dx_col_stride;
-    c.stream = stream;
     duet::run(to_device(device), c);
   });
 }
