@@ -394,6 +394,47 @@ static void vocab_parallel(void) {
     }
 }
 
+/* Softmax over a non-last dimension (duet_softmax_interleaved): dim 1 of a
+ * [2, 3, 4] tensor against the reference; hostile layouts refused, writing
+ * nothing; dim 1 with y one element into x (a partial overlap) refused. */
+static void non_last_dimension(void) {
+  float x[24], y[24], dy[24], dx[24];
+  for (int k = 0; k < 24; ++k) {
+    x[k] = (float)((k * 7) % 11) - 5.0f;
+    y[k] = dx[k] = POISON;
+    dy[k] = 1.0f;
+  }
+  duet_status_t s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, 4, x, 12, 4, y, 12, 3, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("col stride 3 is smaller than inner 4"), "%d %s", s,
+         duet_last_error());
+  s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, 4, x, 11, 4, y, 12, 4, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("smaller than an outer row's span"), "%d %s", s,
+         duet_last_error());
+  s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, 4, x, 12, 4, x + 1, 12, 4, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("overlap"), "%d %s", s, duet_last_error());
+  s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, -4, x, 12, 4, y, 12, 4, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("inner must be >= 0"), "%d %s", s, duet_last_error());
+  s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, 4, NULL, 12, 4, y, 12, 4, NULL);
+  EXPECT(s == DUET_ERROR_INVALID_ARGUMENT && mentions("null"), "%d %s", s, duet_last_error());
+  EXPECT(all_poison(y, 24), "a refused duet_softmax_interleaved wrote y");
+  s = duet_softmax_interleaved(kHost, DUET_F32, 0, 2, 3, 4, x, 12, 4, y, 12, 4, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 4; ++i) {
+      float row[3];
+      for (int c = 0; c < 3; ++c) row[c] = x[r * 12 + c * 4 + i];
+      for (int c = 0; c < 3; ++c) {
+        const double want = softmax_ref(row, 3, c);
+        EXPECT(fabs(y[r * 12 + c * 4 + i] - want) <= 1e-6, "(%d, %d, %d): %g, want %g", r, c, i, y[r * 12 + c * 4 + i],
+               want);
+      }
+    }
+  /* dx = y (dy - sum(dy y)) with dy = 1: zero, the rows summing to one. */
+  s = duet_softmax_interleaved_backward(kHost, DUET_F32, 0, 2, 3, 4, y, 12, 4, dy, 12, 4, dx, 12, 4, NULL);
+  EXPECT(s == DUET_SUCCESS, "%s", duet_last_error());
+  for (int k = 0; k < 24; ++k) EXPECT(fabs(dx[k]) <= 1e-6, "dx[%d] = %g, want 0", k, dx[k]);
+}
+
 int main(void) {
   misaligned_elements();
   out_of_range_codes();
@@ -403,6 +444,7 @@ int main(void) {
   fused_operations();
   copy_kernel_calls();
   vocab_parallel();
+  non_last_dimension();
   printf("c_abi_hostile: %d failed\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }
