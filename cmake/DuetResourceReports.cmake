@@ -11,6 +11,11 @@ set(_rep_dir ${CMAKE_CURRENT_BINARY_DIR}/resource_usage)
 file(MAKE_DIRECTORY ${_rep_dir})
 set(_reports)
 set(_launch_src ${CMAKE_CURRENT_SOURCE_DIR}/kernels/softmax_launch.cu)
+# The headers the launch source compiles: a changed kernel makes a new
+# report (a target-level dependency on the backend does not re-run these
+# commands).
+file(GLOB_RECURSE _kernel_headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*.cuh
+     ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*.hpp ${CMAKE_CURRENT_SOURCE_DIR}/backends/vendor/*.h)
 
 if(DUET_ENABLE_CUDA)
   set(_nv_incs)
@@ -24,7 +29,7 @@ if(DUET_ENABLE_CUDA)
       COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'Compiling entry|Used [0-9]+ registers|stack frame' > ${_rep}"
               ${CMAKE_CUDA_COMPILER} -std=c++17 -O3 -ccbin ${CMAKE_CXX_COMPILER} -DDUET_VENDOR_CUDA -DDUET_NS=cuda
               ${DUET_EXPERIMENTS_FLAG} ${_nv_incs} -arch=sm_${_cc} -cubin -Xptxas -v ${_launch_src} -o ${_rep}.cubin
-      DEPENDS ${_launch_src} duet_cuda
+      DEPENDS ${_launch_src} ${_kernel_headers} duet_cuda
       COMMENT "ptxas resource report for sm_${_cc}"
       VERBATIM)
     list(APPEND _reports "cuda|sm_${_cc}|${_rep}")
@@ -41,7 +46,7 @@ if(DUET_ENABLE_HIP)
       COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'remark: +(Function Name|VGPRs|AGPRs|SGPRs|ScratchSize|LDS Size)' | sed -E 's/.*remark: +//; s/ \\[-Rpass-analysis.*//' > ${_rep}"
               ${DUET_HIPCC} ${_flags_no_arch} --offload-arch=${_arch} --cuda-device-only
               -Rpass-analysis=kernel-resource-usage -c ${_launch_src} -o ${_rep}.o
-      DEPENDS ${_launch_src} ${DUET_HIP_OBJECTS}
+      DEPENDS ${_launch_src} ${_kernel_headers} ${DUET_HIP_OBJECTS}
       COMMENT "amdgpu resource report for ${_arch}"
       VERBATIM)
     list(APPEND _reports "hip|${_arch}|${_rep}")
