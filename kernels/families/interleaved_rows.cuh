@@ -94,9 +94,9 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
   using V = PackWords<T, VEC>;
   // Loads a VPT == 0 thread has in flight: 32 bytes of packs forward, 16
   // of each tensor backward (half the register entry's: a pass's running
-  // state and its addresses take the rest of 64 registers), 8 single
-  // elements (4 of each tensor backward).
-  constexpr int K = VEC == 1 ? (BACKWARD ? 4 : 8) : (BACKWARD ? 16 : 32) / int(sizeof(V));
+  // state and its addresses take the rest of 64 registers), 6 single
+  // elements (3 of each tensor backward; 8 and 4 spilled 8 bytes on sm_80).
+  constexpr int K = VEC == 1 ? (BACKWARD ? 3 : 6) : (BACKWARD ? 16 : 32) / int(sizeof(V));
   __shared__ float scratch[2 * kInterleavedThreads<VEC> * VEC];
   const int tile = a.tile;
   const int slots = static_cast<int>(blockDim.x) / tile;
