@@ -19,25 +19,35 @@ struct SoftmaxArgs {
   int smem_vecs;
   // split_row and cluster_row: a row is cut in chunks_per_row chunks of
   // chunk_elems (cluster_row: one per block of a cluster, chunks_per_row =
-  // the cluster size); split_row's partials hold one (max, sum) pair of
-  // floats per (row, chunk)
+  // the cluster size)
   int chunks_per_row;
-  std::int64_t chunk_elems;
-  float* partials;
-  // split_stream: the work queue's counters (a 64-bit ticket counter, then
-  // one count of finished chunks per row; zeroed before each launch) and how
-  // many work items the second pass trails the first by
-  unsigned* counters;
-  std::int64_t lag;
-  // interleaved_rows: each of `rows` outer rows holds `inner` rows whose
-  // neighbours are adjacent; element c of row (r, i) is at r * stride + c *
-  // col_stride + i. A block takes `tile` neighbouring rows. Other families:
-  // inner = 1, col strides 1, tile 0.
-  std::int64_t inner;
-  std::int64_t x_col_stride;
-  std::int64_t dy_col_stride;
-  std::int64_t out_col_stride;
+  // interleaved_rows: lanes a block (each kernel's rows a lane in its vec)
   int tile;
+  std::int64_t chunk_elems;
+  // One family's fields or another's, never both: the struct stays as
+  // small as before interleaved_rows, whose fields grew it by 40 bytes and
+  // made split_stream and cluster_row spill on sm_80 and sm_90 (ptxas -v).
+  union {
+    struct {
+      // split_row's partials hold one (max, sum) pair of floats per (row,
+      // chunk); split_stream: the work queue's counters (a 64-bit ticket
+      // counter, then one count of finished chunks per row; zeroed before
+      // each launch) and how many work items the second pass trails the
+      // first by
+      float* partials;
+      unsigned* counters;
+      std::int64_t lag;
+    };
+    struct {
+      // interleaved_rows: each of `rows` outer rows holds `inner` rows
+      // whose neighbours are adjacent; element c of row (r, i) is at r *
+      // stride + c * col_stride + i.
+      std::int64_t inner;
+      std::int64_t x_col_stride;
+      std::int64_t dy_col_stride;
+      std::int64_t out_col_stride;
+    };
+  };
 };
 
 // split_stream's workspace: the counters (a 64-bit ticket counter, then a

@@ -182,11 +182,13 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  a.inner = c.inner;
-  a.x_col_stride = c.x_col_stride;
-  a.dy_col_stride = c.dy_col_stride;
-  a.out_col_stride = c.out_col_stride;
-  a.tile = plan.kernel.strategy == Strategy::interleaved_rows ? plan.rows_per_block / plan.kernel.vec : 0;
+  if (plan.kernel.strategy == Strategy::interleaved_rows) {
+    a.inner = c.inner;
+    a.x_col_stride = c.x_col_stride;
+    a.dy_col_stride = c.dy_col_stride;
+    a.out_col_stride = c.out_col_stride;
+    a.tile = plan.rows_per_block / plan.kernel.vec;
+  }
   detail::Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
     void* workspace = nullptr;
