@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -731,4 +732,40 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   const Plan none = plan_softmax(h100, wide, recorded(h100), [](int, int, int) { return 0; });
   CHECK(none.kernel.strategy == Strategy::split_stream);
   CHECK(none.fallback.find("no cluster of 8") == 0);
+}
+
+TEST_CASE("interleaved rows on H100 and MI250X property files") {
+  for (const char* file : {"h100_sxm.json", "mi250x_gcd.json"}) {
+    const DeviceProps d = device_file(file);
+    if (recorded_target_for(d).empty()) continue;  // a build without that backend records no report
+    INFO(file);
+    const auto plan = [&](std::int64_t rows, std::int64_t cols, std::int64_t inner, DType dt, bool bwd, bool packs) {
+      SoftmaxShape s{dt, bwd, rows, cols, packs};
+      s.inner = inner;
+      return plan_softmax(d, s, recorded(d));
+    };
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (bool bwd : {false, true})
+        for (bool packs : {true, false})
+          for (auto [rows, cols, inner] : {std::tuple{8, 21, 65536}, std::tuple{64, 300, 49}, std::tuple{1, 4096, 16384},
+                                           std::tuple{3, 5, 3}, std::tuple{2, 100000, 8}}) {
+            INFO(to_string(dt), bwd ? " backward " : " forward ", packs ? "packs " : "single ", rows, "x", cols, "x",
+                 inner);
+            const Plan p = plan(rows, cols, inner, dt, bwd, packs);
+            CHECK(p.kernel.strategy == Strategy::interleaved_rows);
+            CHECK(p.kernel.vec == (packs ? kInterleavedPack : 1));
+            const int lanes = p.rows_per_block / p.kernel.vec;
+            CHECK(p.inner_tiles * p.rows_per_block >= inner);
+            CHECK((p.inner_tiles - 1) * p.rows_per_block < inner);
+            CHECK(p.launch.threads_per_block % lanes == 0);
+            CHECK(p.launch.threads_per_block <= interleaved_max_threads(p.kernel.vec));
+            const std::int64_t slots = p.launch.threads_per_block / lanes;
+            // Registers hold the row, or the two-pass kernel takes it.
+            if (p.kernel.vpt > 0) CHECK(slots * p.kernel.vpt >= cols);
+            if (cols >= 4096) CHECK(p.kernel.vpt == 0);
+            CHECK(p.exact.blocks_per_sm >= 1);
+            CHECK(p.geometry.grid >= 1);
+            CHECK(p.geometry.grid <= rows * p.inner_tiles);
+          }
+  }
 }
