@@ -146,9 +146,14 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   // runs such rows scalar).
   FUZZ_CHECK(v.dtype == s.dtype && v.backward == s.backward, ctx);
   const int vec16 = duet::dtype_vec16(s.dtype);
-  const bool edges = s.vector_ok && (s.row_edges || s.cols % vec16 != 0);
+  const bool interleaved = s.inner > 0;
+  FUZZ_CHECK(interleaved == (v.strategy == Strategy::interleaved_rows), ctx);
+  const bool edges = !interleaved && s.vector_ok && (s.row_edges || s.cols % vec16 != 0);
   const bool split_row = v.strategy == Strategy::split_row;
-  FUZZ_CHECK(v.vec == (s.vector_ok && !(edges && split_row) ? vec16 : 1), ctx);
+  if (interleaved)  // packs of rows where the tensors sit on them, never edges
+    FUZZ_CHECK(v.vec == (s.vector_ok ? duet::kInterleavedPack : 1), ctx);
+  else
+    FUZZ_CHECK(v.vec == (s.vector_ok && !(edges && split_row) ? vec16 : 1), ctx);
   FUZZ_CHECK(v.edges == (edges && !split_row), ctx);
   // Planned with the attributes the source gave for that kernel.
   const auto it = handed_out.find(p.variant);
@@ -178,7 +183,18 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   const bool cluster = p.kernel.strategy == Strategy::cluster_row;
   const bool stream = p.kernel.strategy == Strategy::split_stream;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
-  if (p.kernel.strategy == Strategy::group_rows) {
+  if (interleaved) {
+    // Tiles of whole lanes cover each outer row's inner rows, the lanes'
+    // slots fill the block; registers hold the row or two passes read it.
+    const int lanes = p.rows_per_block / v.vec;
+    FUZZ_CHECK(lanes >= 1 && p.rows_per_block % v.vec == 0 && p.launch.threads_per_block % lanes == 0, ctx);
+    FUZZ_CHECK(p.launch.threads_per_block <= duet::interleaved_max_threads(v.vec), ctx);
+    FUZZ_CHECK(__int128(p.inner_tiles) * p.rows_per_block >= s.inner, ctx);
+    FUZZ_CHECK(__int128(p.inner_tiles - 1) * p.rows_per_block < s.inner, ctx);
+    if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
+    FUZZ_CHECK(p.workspace_bytes == 0 && p.launch.dynamic_smem_bytes == 0, ctx);
+    work = launch_rows * p.inner_tiles;
+  } else if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
     // threads/group rows.
     const int groups = p.kernel.group > 0 ? p.launch.threads_per_block / p.kernel.group : 0;
@@ -265,6 +281,16 @@ void check_planner(const DeviceProps& d, const SoftmaxShape& s, FuzzedDataProvid
   try {
     const Plan plan = duet::plan_softmax(d, s, source);
     check_plan(d, s, plan, handed_out);
+    // The same rows as interleaved rows (a non-last dimension), taking no
+    // bytes of the input (the replayed corpus keeps its meaning): rows
+    // split into outer rows of up to 4096 inner rows.
+    if (s.inner == 0 && s.rows > 0) {
+      SoftmaxShape t = s;
+      t.inner = std::min<std::int64_t>(s.rows, 4096);
+      t.rows = s.rows / t.inner;
+      const Plan q = duet::plan_softmax(d, t, source);
+      check_plan(d, t, q, handed_out);
+    }
   } catch (const duet::Error& e) {
     // A bad shape, a kernel that fits nowhere, or attributes the occupancy
     // model refuses; never an internal error (every planned kernel exists).

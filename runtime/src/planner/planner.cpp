@@ -139,7 +139,7 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   const int vec = s.vector_ok ? kInterleavedPack : 1;
   const int most_threads = interleaved_max_threads(vec);
   const int warp = std::max(dev.is_gpu() ? dev.warp_size : 32, 1);
-  const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
+  const std::int64_t lanes_of_inner = next_pow2(std::min<std::int64_t>(ceil_div(s.inner, vec), 64));
   const int line_lanes = static_cast<int>(std::min<std::int64_t>(128 / (elem * vec), lanes_of_inner));
   const auto slots_for = [&](std::int64_t wanted, int lanes) {
     const std::int64_t step = std::max(warp / lanes, 1);  // whole warps where a tile is narrower than one
@@ -159,8 +159,8 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
                         tile * slots, 0, attributes);
   if (vpt == 0 && dev.is_gpu() && dev.l2_bytes > 0) {
     const int min_tile = std::max(32 / (elem * vec), 1);
-    const auto span = [&](const Plan& p, int t) {
-      return p.resident_blocks * t * vec * s.cols * elem * (s.backward ? 2 : 1);
+    const auto span = [&](const Plan& p, int t) {  // in 128 bits: a property file may hold any SM count
+      return __int128(p.resident_blocks) * t * vec * s.cols * elem * (s.backward ? 2 : 1);
     };
     while (tile / 2 >= min_tile && span(plan, tile) > dev.l2_bytes / 2) {
       tile /= 2;
