@@ -27,6 +27,7 @@
 #include "duet/float16.hpp"
 #include "host/float_chunks.hpp"
 #include "host/host_pool.hpp"
+#include "host/host_storage.hpp"
 #include "host/work_split.hpp"
 
 #define DUET_NS host
@@ -41,39 +42,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr std::int64_t kChunk = 1024;
 constexpr int kLanes = 8;
-
-// Storage types: float, and the 16-bit formats as raw words.
-struct F16 {
-  std::uint16_t bits;
-};
-struct BF16 {
-  std::uint16_t bits;
-};
-inline float to_float(float v) { return v; }
-inline float to_float(F16 v) { return f16_to_float(v.bits); }
-inline float to_float(BF16 v) { return bf16_to_float(v.bits); }
-template <class S>
-inline S from_float(float v) {
-  if constexpr (std::is_same_v<S, float>) return v;
-  else if constexpr (std::is_same_v<S, F16>) return F16{float_to_f16(v)};
-  else return BF16{float_to_bf16(v)};
-}
-
-template <class S>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<S, F16>) return DType::f16;
-  else if constexpr (std::is_same_v<S, BF16>) return DType::bf16;
-  else return DType::f32;
-}
-
-template <class F>
-decltype(auto) with_storage(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f16: return f(F16{});
-    case DType::bf16: return f(BF16{});
-    default: return f(0.0f);
-  }
-}
 
 // exp(x) in float32 to about 2 ulp (Cephes' expf: x = n ln2 + r, a
 // polynomial in r, times 2^(n - 1) times 2, so that n = 128 stays finite),
