@@ -137,7 +137,7 @@ void check_layout(const Variant& v, const SoftmaxArgs& a) {
                               a.dy_stride, a.dy_col_stride, a.out, a.out_stride, a.out_col_stride))
       throw Error(Status::invalid_argument,
                   variant_name(v) + " needs every tensor on " + std::to_string(v.vec) +
-                      "-element packs: pointers 16-byte aligned, inner, col strides and strides whole packs");
+                      "-element packs: pointers on a pack, inner, col strides and strides whole packs");
     return;
   }
   const RowLayout l =

@@ -112,23 +112,6 @@ inline RowLayout row_layout(DType dtype, bool backward, std::int64_t rows, std::
   return l;
 }
 
-// Whether interleaved rows (SoftmaxCall::inner) sit on packs of four
-// elements in every tensor (kInterleavedPack): pointers on a pack, inner
-// rows, col strides and strides whole packs, so a lane reads a pack of
-// neighbouring rows.
-inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, std::int64_t cols,
-                                 std::int64_t inner, const void* x, std::int64_t x_stride,
-                                 std::int64_t x_col_stride, const void* dy, std::int64_t dy_stride,
-                                 std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
-                                 std::int64_t out_col_stride) {
-  const int elem = dtype_size(dtype), vec = 4;  // kInterleavedPack, defined below
-  const auto on = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
-    return pack_phase(p, elem, vec) == 0 && (cols <= 1 || col_stride % vec == 0) && (rows <= 1 || stride % vec == 0);
-  };
-  return inner % vec == 0 && on(x, x_stride, x_col_stride) && on(out, out_stride, out_col_stride) &&
-         (!backward || on(dy, dy_stride, dy_col_stride));
-}
-
 // Block size of group_rows, split_row and split_stream kernels (block_row
 // chooses its own).
 inline constexpr int kGroupRowsBlock = 128;
@@ -212,16 +195,31 @@ constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // as they arrive (VPT; 0: two passes, kernels/families/interleaved_rows.cuh
 // says how many loads in flight): 64 bytes of packs forward (48 of 16-bit
 // types), 32 of each of two tensors backward, 8 single elements (4 of each
-// tensor backward);
-// blocks of at most 1024 threads (512 for packs, whose slots' partials take
-// VEC times the shared memory), 1024 threads an SM at 64 registers a
-// thread, no spills (ptxas -v, sm_90).
+// tensor backward); blocks of at most 1024 threads (512 for packs, whose
+// slots' partials take VEC times the shared memory), 1024 threads an SM at
+// 64 registers a thread, no spills (ptxas -v, sm_80 and sm_90).
 inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
   if (vec == 1) return backward ? 4 : 8;
   if (dtype_size(dtype) == 2 && !backward) return 6;  // 8 spilled 4 bytes
   return (backward ? 32 : 64) / (dtype_size(dtype) * vec);
+}
+// Whether interleaved rows (SoftmaxCall::inner) sit on packs of
+// kInterleavedPack elements in every tensor: pointers on a pack, inner
+// rows, col strides and strides whole packs, so a lane reads a pack of
+// neighbouring rows.
+inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t inner, const void* x, std::int64_t x_stride,
+                                 std::int64_t x_col_stride, const void* dy, std::int64_t dy_stride,
+                                 std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
+                                 std::int64_t out_col_stride) {
+  const int elem = dtype_size(dtype), vec = kInterleavedPack;
+  const auto on = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
+    return pack_phase(p, elem, vec) == 0 && (cols <= 1 || col_stride % vec == 0) && (rows <= 1 || stride % vec == 0);
+  };
+  return inner % vec == 0 && on(x, x_stride, x_col_stride) && on(out, out_stride, out_col_stride) &&
+         (!backward || on(dy, dy_stride, dy_col_stride));
 }
 
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,

@@ -113,8 +113,12 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   }
 }
 const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
-  if (interleaved(c))
-    return cached_plan(dev, c.dtype, c.backward, interleaved_on_packs(c.dtype, c.backward, c.rows, c.cols, c.inner, c.x, c.x_stride, c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride, c.out_col_stride), false, false, c.rows, c.cols, c.inner);
+  if (interleaved(c)) {
+    const bool packs = interleaved_on_packs(c.dtype, c.backward, c.rows, c.cols, c.inner, c.x, c.x_stride,
+                                            c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride,
+                                            c.out_col_stride);
+    return cached_plan(dev, c.dtype, c.backward, packs, false, false, c.rows, c.cols, c.inner);
+  }
   const RowLayout l = layout_of_call(c);
   return cached_plan(dev, c.dtype, c.backward, l.congruent, l.congruent && !l.on_packs, l.dense, c.rows, c.cols);
 }

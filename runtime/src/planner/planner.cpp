@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 
 #include "duet/config.hpp"
 #include "duet/error.hpp"
@@ -276,18 +277,21 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const Attri
 }
 
 namespace {
+// The plan, refused with unsupported where its kernel fits no block on an SM.
+Plan require_fits(const DeviceProps& dev, Plan plan) {
+  if (plan.exact.blocks_per_sm < 1)
+    throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
+                                         std::string(to_string(plan.exact.limiter)) + ")");
+  return plan;
+}
+
 Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+  detail::require_plannable(s.rows, s.cols);
   if (s.inner > 0) {
-    detail::require_plannable(s.rows, s.cols);
     require(s.rows <= (std::int64_t(1) << 62) / s.cols / s.inner, Status::invalid_argument,
             "rows x inner x cols must be below 2^62 elements");
-    Plan plan = plan_interleaved(dev, s, attributes);
-    if (plan.exact.blocks_per_sm < 1)
-      throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
-                                           std::string(to_string(plan.exact.limiter)) + ")");
-    return plan;
+    return require_fits(dev, plan_interleaved(dev, s, attributes));
   }
-  detail::require_plannable(s.rows, s.cols);
   const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
   // Rows that do not start on a pack or are not whole packs: the entries
   // with edges, whose body of whole packs (at most cols / vec) is planned
@@ -418,10 +422,7 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
   if (plan.kernel.edges)
     plan.why += "; rows off the pack grid (start or length): the elements before and after the whole packs "
                 "element by element, beside them";
-  if (plan.exact.blocks_per_sm < 1)
-    throw Error(Status::unsupported, variant_name(plan.kernel) + " does not fit on " + dev.name + " (" +
-                                         std::string(to_string(plan.exact.limiter)) + ")");
-  return plan;
+  return require_fits(dev, std::move(plan));
 }
 }  // namespace
 
