@@ -26,9 +26,22 @@
 
 namespace duet::DUET_NS::kernels {
 
+// A tree over the slots in shared memory: step(half) folds slot + half into
+// slot for every slot below half that has one, log2(slots) steps, each
+// ended by a barrier.
+template <class Step>
+__device__ __forceinline__ void slot_tree(int slot, int slots, Step step) {
+  int half = 1;
+  while (half * 2 < slots) half *= 2;
+  for (; half >= 1; half /= 2) {
+    if (slot < half && slot + half < slots) step(half);
+    __syncthreads();
+  }
+}
+
 // Every slot's values of this thread's lane combined by `op`, for every
-// thread of the lane: a tree over the slots in shared memory, log2(slots)
-// barriers, VEC values a thread a step. Ends with the scratch free again.
+// thread of the lane, VEC values a thread a step. Ends with the scratch
+// free again.
 template <int VEC, class Op>
 __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
                                              Op op) {
@@ -36,16 +49,11 @@ __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, in
 #pragma unroll
   for (int e = 0; e < VEC; ++e) mine[e] = v[e];
   __syncthreads();
-  int half = 1;
-  while (half * 2 < slots) half *= 2;
-  for (; half >= 1; half /= 2) {
-    if (slot < half && slot + half < slots) {
-      const float* other = mine + half * tile * VEC;
+  slot_tree(slot, slots, [&](int half) {
+    const float* other = mine + half * tile * VEC;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) mine[e] = op(mine[e], other[e]);
-    }
-    __syncthreads();
-  }
+    for (int e = 0; e < VEC; ++e) mine[e] = op(mine[e], other[e]);
+  });
 #pragma unroll
   for (int e = 0; e < VEC; ++e) v[e] = scratch[lane * VEC + e];
   __syncthreads();
@@ -63,21 +71,16 @@ __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VE
     ss[e] = s[e];
   }
   __syncthreads();
-  int half = 1;
-  while (half * 2 < slots) half *= 2;
-  for (; half >= 1; half /= 2) {
-    if (slot < half && slot + half < slots) {
-      const float* om = ms + half * tile * VEC;
-      const float* os = ss + half * tile * VEC;
+  slot_tree(slot, slots, [&](int half) {
+    const float* om = ms + half * tile * VEC;
+    const float* os = ss + half * tile * VEC;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float row_m = fmaxf(ms[e], om[e]);
-        ss[e] = rescale(ss[e], ms[e], row_m) + rescale(os[e], om[e], row_m);
-        ms[e] = row_m;
-      }
+    for (int e = 0; e < VEC; ++e) {
+      const float row_m = fmaxf(ms[e], om[e]);
+      ss[e] = rescale(ss[e], ms[e], row_m) + rescale(os[e], om[e], row_m);
+      ms[e] = row_m;
     }
-    __syncthreads();
-  }
+  });
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
     m[e] = scratch[lane * VEC + e];
