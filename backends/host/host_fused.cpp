@@ -91,8 +91,11 @@ void absorb(Online& o, float* v, std::int64_t n) {
     return;
   }
   // Past here a NaN makes the sum NaN, which the callers read as o.nan.
+  // The rescale is one factor for every term summed so far, so its error
+  // does not average out over the row as the terms' do: it is taken in
+  // double (once a chunk, so the cost does not show).
   if (nm != o.max) {
-    o.sum *= double(fast_exp(o.max - nm));
+    o.sum *= std::exp(double(o.max) - double(nm));
     o.max = nm;
   }
   o.sum += exp_affine(v, n, nm, 1.0f, 0.0f);
