@@ -15,50 +15,15 @@
 #include "families/split_row.cuh"
 #include "families/split_stream.cuh"
 
-// split_row is an experiment: its kernels are built only with
-// -DDUET_EXPERIMENTS=ON (CMake), and its entries launch nothing otherwise.
-#ifndef DUET_EXPERIMENTS
-#define DUET_EXPERIMENTS 0
-#endif
-
 namespace duet::DUET_NS {
 namespace {
 
-using KernelFn = void (*)(SoftmaxArgs);
-
-struct KernelPair {
-  KernelFn main;
-  KernelFn finalize;  // split_row only
-};
+using kernels::KernelFn;
+using kernels::KernelPair;
 
 template <int I>
 constexpr KernelPair make_entry() {
-  constexpr Variant v = kCatalogue[I];
-  using T = typename kernels::StorageOf<v.dtype>::type;
-  if constexpr (v.strategy == Strategy::group_rows) {
-    return {&kernels::group_rows_kernel<T, v.vec, v.group, v.vpt, v.rows, v.backward, v.edges>, nullptr};
-  } else if constexpr (v.strategy == Strategy::block_row) {
-    return {&kernels::block_row_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
-  } else if constexpr (v.strategy == Strategy::block_row_smem) {
-    return {&kernels::block_row_smem_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
-  } else if constexpr (v.strategy == Strategy::cluster_row) {
-    static_assert(!v.backward);
-    return {&kernels::cluster_row_kernel<T, v.vec, v.vpt, v.edges>, nullptr};
-  } else if constexpr (v.strategy == Strategy::split_stream) {
-    return {&kernels::split_stream_kernel<T, v.vec, v.vpt, v.backward, v.edges>, nullptr};
-  } else if constexpr (v.strategy == Strategy::flat_rows) {
-    return {&kernels::flat_rows_kernel<T, v.vec, kFlatRowsBlock, v.backward>, nullptr};
-  } else if constexpr (v.strategy == Strategy::interleaved_rows) {
-    return {&kernels::interleaved_rows_kernel<T, v.vec, v.vpt, v.backward>, nullptr};
-  } else {
-    static_assert(!v.edges, "split_row has no edges");
-#if DUET_EXPERIMENTS
-    return {&kernels::split_row_partial_kernel<T, v.vec, v.vpt, v.backward>,
-            &kernels::split_row_finalize_kernel<T, v.vec, v.vpt, v.backward>};
-#else
-    return {nullptr, nullptr};
-#endif
-  }
+  return kernels::FamilyKernels<kCatalogue[I].strategy>::template entry<I>();
 }
 
 template <int... I>
@@ -132,7 +97,8 @@ namespace {
 // packs from a pack boundary.
 void check_layout(const Variant& v, const SoftmaxArgs& a) {
   if (v.vec <= 1 || a.rows == 0) return;
-  if (v.strategy == Strategy::interleaved_rows) {
+  const LayoutRule rule = family_of(v.strategy).layout;
+  if (rule == LayoutRule::interleaved) {
     if (!interleaved_on_packs(v.dtype, v.backward, a.rows, a.cols, a.inner, a.x, a.x_stride, a.x_col_stride, a.dy,
                               a.dy_stride, a.dy_col_stride, a.out, a.out_stride, a.out_col_stride))
       throw Error(Status::invalid_argument,
@@ -147,7 +113,7 @@ void check_layout(const Variant& v, const SoftmaxArgs& a) {
                 variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements)");
-  if (v.strategy == Strategy::flat_rows && !l.dense)
+  if (rule == LayoutRule::dense_rows && !l.dense)
     throw Error(Status::invalid_argument, variant_name(v) + " needs every tensor's rows back to back (row stride = cols)");
   if (!v.edges && !l.on_packs)
     throw Error(Status::invalid_argument, variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
@@ -159,6 +125,7 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
                     const LaunchGeometry& finalize_geometry, void* stream) {
   (void)pick(variant, false);  // an index outside the catalogue throws
   const Variant& v = kCatalogue[variant];
+  const FamilyInfo& family = family_of(v.strategy);
   check_layout(v, args);
   DeviceGuard guard(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
@@ -179,7 +146,7 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
       }
     }
     const dim3 grid(static_cast<unsigned>(g.grid)), block(static_cast<unsigned>(g.block));
-    if (v.strategy == Strategy::cluster_row) {
+    if (family.cluster_launch) {
       DUET_GPU_CHECK(vendor::launch_cluster(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s,
                                             static_cast<unsigned>(args.chunks_per_row), args));
     } else {
@@ -187,10 +154,10 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     }
     DUET_GPU_CHECK(cudaGetLastError());
   };
-  if (v.strategy == Strategy::split_stream)  // the work queue starts empty
+  if (family.zeroed_counters)  // the work queue starts empty
     DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, split_stream_counter_bytes(args.rows), s));
   launch_one(false, geometry);
-  if (v.strategy == Strategy::split_row) launch_one(true, finalize_geometry);
+  if (family.two_kernels) launch_one(true, finalize_geometry);
 }
 
 }  // namespace duet::DUET_NS

@@ -222,6 +222,91 @@ inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, 
          (!backward || on(dy, dy_stride, dy_col_stride));
 }
 
+// What the vendor-free runtime knows of each family without its kernels:
+// the name its kernels carry, how a compiler report's kernel name maps to
+// a catalogue entry, its block limit, how its grid counts work, how it is
+// launched and what it asks of the tensors' layout. A family is this row,
+// its Strategy value and catalogue entries (for_each_variant), its kernel
+// file in kernels/families/ (with its FamilyKernels specialization) and
+// the planner's rule for choosing it (docs/ARCHITECTURE.md).
+
+// A kernel template argument after the storage type: the Variant field it
+// sets, or a constant of the family.
+enum class KernelParam : int { end = 0, vec, group, vpt, rows, backward, edges, constant };
+// What one block of the grid takes.
+enum class WorkUnit : int {
+  row_tile,     // rows_per_block rows
+  row,          // a row
+  row_chunk,    // a chunk of a row (chunks_per_row a row)
+  chunk_visit,  // one of a chunk's two visits (a work queue's item)
+  inner_tile,   // a tile of an outer row's interleaved rows
+};
+// What the family's vector entries need of the tensors (the launch checks
+// it): every tensor's rows congruent with x's, on packs unless the entry
+// has edges; the same with rows back to back; or interleaved rows on packs
+// (interleaved_on_packs).
+enum class LayoutRule : int { rows, dense_rows, interleaved };
+struct FamilyInfo {
+  Strategy strategy;
+  // Its kernels are kernels::<name>_kernel, or with two_kernels
+  // <name>_partial_kernel and <name>_finalize_kernel.
+  const char* name;
+  bool two_kernels;
+  std::array<KernelParam, 6> params;  // after the storage type, in order
+  int max_threads;        // the block limit of its scalar entries (vec = 1)
+  int max_threads_packs;  // and of its vector entries
+  WorkUnit work;
+  // Its grid is one wave of resident blocks (a work queue; clusters that
+  // keep their rows), not up to the planner's waves.
+  bool one_wave;
+  bool cluster_launch;   // blocks launched as clusters of chunks_per_row
+  bool zeroed_counters;  // a work queue's counters zeroed before each launch
+  bool always_edges;     // every entry takes rows off the pack grid
+  LayoutRule layout;
+};
+
+namespace family_params {
+using P = KernelParam;
+inline constexpr std::array<P, 6> kGroupRows{P::vec, P::group, P::vpt, P::rows, P::backward, P::edges};
+inline constexpr std::array<P, 6> kPackVpt{P::vec, P::vpt, P::backward, P::edges};
+inline constexpr std::array<P, 6> kPackVptForward{P::vec, P::vpt, P::edges};
+inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
+inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward};
+}  // namespace family_params
+
+// Indexed by Strategy.
+inline constexpr std::array<FamilyInfo, 8> kFamilies{{
+    {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
+     WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
+    {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
+     WorkUnit::row, false, false, false, false, LayoutRule::rows},
+    {Strategy::split_row, "split_row", true, family_params::kPackVptNoEdges, kSplitRowBlock, kSplitRowBlock,
+     WorkUnit::row_chunk, false, false, false, false, LayoutRule::rows},
+    {Strategy::block_row_smem, "block_row_smem", false, family_params::kPackVpt, kBlockRowMaxThreads,
+     kBlockRowMaxThreads, WorkUnit::row, false, false, false, false, LayoutRule::rows},
+    {Strategy::cluster_row, "cluster_row", false, family_params::kPackVptForward, kClusterRowMaxThreads,
+     kClusterRowMaxThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
+    {Strategy::split_stream, "split_stream", false, family_params::kPackVpt, kSplitStreamBlock, kSplitStreamBlock,
+     WorkUnit::chunk_visit, true, false, true, false, LayoutRule::rows},
+    {Strategy::flat_rows, "flat_rows", false, family_params::kFlat, kFlatRowsBlock, kFlatRowsBlock,
+     WorkUnit::row_tile, false, false, false, true, LayoutRule::dense_rows},
+    {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptNoEdges,
+     interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, false, false, false,
+     false, LayoutRule::interleaved},
+}};
+static_assert([] {
+  for (std::size_t i = 0; i < kFamilies.size(); ++i)
+    if (kFamilies[i].strategy != static_cast<Strategy>(i)) return false;
+  return true;
+}(), "kFamilies is indexed by Strategy");
+
+constexpr const FamilyInfo& family_of(Strategy s) { return kFamilies[static_cast<std::size_t>(s)]; }
+// The most threads a block of entry v launches with: its __launch_bounds__.
+constexpr int max_threads_per_block(const Variant& v) {
+  const FamilyInfo& f = family_of(v.strategy);
+  return v.vec > 1 ? f.max_threads_packs : f.max_threads;
+}
+
 // Calls f(variant) for every compiled variant, in a fixed order: dtype,
 // direction, path, strategy. The catalogue and its size both come from here.
 template <class F>

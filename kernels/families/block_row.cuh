@@ -12,6 +12,7 @@
 // (runtime/src/planner/planner.cpp, make_plan and grid_for); no workspace.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/reduce.cuh"
 #include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
@@ -175,5 +176,22 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
   __shared__ BlockScratch scratch;
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, true>(a, dynamic_smem, scratch);
 }
+
+template <>
+struct FamilyKernels<Strategy::block_row> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&block_row_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
+  }
+};
+template <>
+struct FamilyKernels<Strategy::block_row_smem> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&block_row_smem_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

@@ -16,6 +16,7 @@
 // Never launched where DeviceProps::cluster_launch is false.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/reduce.cuh"
 #include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
@@ -120,5 +121,15 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
   (void)a;
 #endif  // DUET_DEVICE_CLUSTERS
 }
+
+template <>
+struct FamilyKernels<Strategy::cluster_row> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    static_assert(!v.backward, "cluster_row is forward only");
+    return {&cluster_row_kernel<EntryStorage<I>, v.vec, v.vpt, v.edges>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

@@ -15,6 +15,7 @@
 // thread); no workspace.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/math.cuh"
 #include "common/storage.cuh"
 #include "softmax_args.hpp"
@@ -127,5 +128,14 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
     __syncthreads();  // the tile is read out before the next is loaded
   }
 }
+
+template <>
+struct FamilyKernels<Strategy::flat_rows> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&flat_rows_kernel<EntryStorage<I>, v.vec, kFlatRowsBlock, v.backward>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

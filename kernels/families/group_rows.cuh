@@ -15,6 +15,7 @@
 // (runtime/src/planner/planner.cpp, grid_for); no workspace.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/reduce.cuh"
 #include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
@@ -120,5 +121,14 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
     }
   }
 }
+
+template <>
+struct FamilyKernels<Strategy::group_rows> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&group_rows_kernel<EntryStorage<I>, v.vec, v.group, v.vpt, v.rows, v.backward, v.edges>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

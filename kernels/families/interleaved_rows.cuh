@@ -20,6 +20,7 @@
 // workspace.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/math.cuh"
 #include "common/storage.cuh"
 #include "softmax_args.hpp"
@@ -247,5 +248,14 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
     }
   }
 }
+
+template <>
+struct FamilyKernels<Strategy::interleaved_rows> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&interleaved_rows_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

@@ -14,6 +14,13 @@
 // grid_for).
 #pragma once
 
+// An experiment: its kernels are built only with -DDUET_EXPERIMENTS=ON
+// (CMake); otherwise its entries name no kernel and launch nothing.
+#ifndef DUET_EXPERIMENTS
+#define DUET_EXPERIMENTS 0
+#endif
+
+#include "common/family_kernels.cuh"
 #include "common/reduce.cuh"
 #include "common/row_fragment.cuh"
 
@@ -105,5 +112,20 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
     }
   }
 }
+
+template <>
+struct FamilyKernels<Strategy::split_row> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    static_assert(!v.edges, "split_row has no edges");
+#if DUET_EXPERIMENTS
+    return {&split_row_partial_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>,
+            &split_row_finalize_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>};
+#else
+    return {};
+#endif
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

@@ -28,6 +28,7 @@
 // make_plan.
 #pragma once
 
+#include "common/family_kernels.cuh"
 #include "common/reduce.cuh"
 #include "common/row_edges.cuh"
 #include "common/row_fragment.cuh"
@@ -207,5 +208,14 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
     __syncthreads();
   }
 }
+
+template <>
+struct FamilyKernels<Strategy::split_stream> {
+  template <int I>
+  static constexpr KernelPair entry() {
+    constexpr Variant v = kCatalogue[I];
+    return {&split_stream_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
+  }
+};
 
 }  // namespace duet::DUET_NS::kernels

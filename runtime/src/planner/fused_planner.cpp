@@ -111,15 +111,17 @@ std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
 }  // namespace
 
 FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
-  require(dev.is_gpu(), Status::invalid_argument, "plan_fused plans GPU launches; " + dev.name + " is not a GPU");
+  const Status bad = Status::invalid_argument;
+  require(dev.is_gpu(), bad, [&] { return "plan_fused plans GPU launches; " + dev.name + " is not a GPU"; });
   detail::require_plannable(s.rows, s.cols);
   const int op_index = static_cast<int>(s.op);
-  require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::shard_softmax), Status::invalid_argument, "unknown fused operation " + std::to_string(op_index));
+  require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::shard_softmax), bad,
+          [&] { return "unknown fused operation " + std::to_string(op_index); });
   const int dt = static_cast<int>(s.dtype);
-  require(dt >= 0 && dt <= 2, Status::invalid_argument, "unknown dtype " + std::to_string(dt));
+  require(dt >= 0 && dt <= 2, bad, [&] { return "unknown dtype " + std::to_string(dt); });
   const MaskKind mask = s.op == FusedOp::masked_softmax ? s.mask_kind : MaskKind::none;
-  require(static_cast<int>(mask) >= 0 && static_cast<int>(mask) <= 3, Status::invalid_argument,
-          "unknown mask kind " + std::to_string(static_cast<int>(mask)));
+  require(static_cast<int>(mask) >= 0 && static_cast<int>(mask) <= 3, bad,
+          [&] { return "unknown mask kind " + std::to_string(static_cast<int>(mask)); });
 
   // The vector path takes any row length and start: a row is a body of
   // whole packs and fewer than a pack's elements before and after it, which

@@ -91,52 +91,49 @@ std::map<std::string, KernelAttributes> parse_amdgpu_report(const std::string& t
 
 int variant_of_kernel(const std::string& mangled, bool* finalize) {
   // "void duet::cuda::kernels::group_rows_kernel<float, 4, 32, 2, 2, false, false>(duet::SoftmaxArgs)":
-  // the direction, then edges (split_row: no edges); cluster_row_kernel<float,
-  // 4, 8, false> (forward only) has edges and no direction.
-  static const std::regex shape(
-      R"(kernels::(\w+)_kernel<([^,<>]+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?(?:, (true|false))?(?:, (true|false))?>)");
+  // the family's name, the storage type, then the template arguments its
+  // FamilyInfo::params list.
+  static const std::regex shape(R"(kernels::(\w+)_kernel<([^<>]+)>)");
   const std::string name = demangle(mangled);
   std::smatch m;
   if (!std::regex_search(name, m, shape)) return -1;
-  const std::string kernel = m[1], type = m[2];
-  Variant v{};
-  v.dtype = type == "float" ? DType::f32 : type.find("bf16_t") != std::string::npos ? DType::bf16 : DType::f16;
-  v.vec = to_int(m[3]);
-  v.backward = m[7] == "true";
-  v.edges = m[8] == "true";
-  bool fin = false;
-  if (kernel == "group_rows") {
-    v.strategy = Strategy::group_rows;
-    v.group = to_int(m[4]);
-    v.vpt = to_int(m[5]);
-    v.rows = to_int(m[6]);
-  } else if (kernel == "block_row" || kernel == "block_row_smem") {
-    v.strategy = kernel == "block_row" ? Strategy::block_row : Strategy::block_row_smem;
-    v.vpt = to_int(m[4]);
-  } else if (kernel == "cluster_row") {
-    v.strategy = Strategy::cluster_row;
-    v.vpt = to_int(m[4]);
-    v.backward = false;
-    v.edges = m[7] == "true";
-  } else if (kernel == "split_row_partial" || kernel == "split_row_finalize") {
-    v.strategy = Strategy::split_row;
-    v.vpt = to_int(m[4]);
-    fin = kernel == "split_row_finalize";
-  } else if (kernel == "split_stream") {
-    v.strategy = Strategy::split_stream;
-    v.vpt = to_int(m[4]);
-  } else if (kernel == "flat_rows") {  // flat_rows_kernel<T, PACK, ROWS, BACKWARD>
-    v.strategy = Strategy::flat_rows;
-    v.vpt = 0;
-    v.edges = true;
-  } else if (kernel == "interleaved_rows") {  // interleaved_rows_kernel<T, 1, VPT, BACKWARD>
-    v.strategy = Strategy::interleaved_rows;
-    v.vpt = to_int(m[4]);
-  } else {
-    return -1;
+  const std::string kernel = m[1];
+  std::vector<std::string> args;
+  {
+    std::istringstream in(m[2].str());
+    for (std::string a; std::getline(in, a, ',');) args.push_back(a.substr(a.find_first_not_of(' ')));
   }
-  if (finalize != nullptr) *finalize = fin;
-  return find_variant(v);
+  for (const FamilyInfo& f : kFamilies) {
+    const std::string base = f.name;
+    bool fin = false;
+    if (f.two_kernels ? kernel != base + "_partial" && !(fin = kernel == base + "_finalize") : kernel != base)
+      continue;
+    std::size_t count = 0;
+    while (count < f.params.size() && f.params[count] != KernelParam::end) ++count;
+    if (args.size() != count + 1) return -1;
+    const std::string& type = args[0];
+    Variant v{};
+    v.strategy = f.strategy;
+    v.dtype = type == "float" ? DType::f32 : type.find("bf16_t") != std::string::npos ? DType::bf16 : DType::f16;
+    v.edges = f.always_edges;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::string& a = args[i + 1];
+      const int n = a == "true" ? 1 : a == "false" ? 0 : to_int(a);
+      switch (f.params[i]) {
+        case KernelParam::vec: v.vec = n; break;
+        case KernelParam::group: v.group = n; break;
+        case KernelParam::vpt: v.vpt = n; break;
+        case KernelParam::rows: v.rows = n; break;
+        case KernelParam::backward: v.backward = n != 0; break;
+        case KernelParam::edges: v.edges = n != 0; break;
+        case KernelParam::constant:
+        case KernelParam::end: break;
+      }
+    }
+    if (finalize != nullptr) *finalize = fin;
+    return find_variant(v);
+  }
+  return -1;
 }
 
 std::vector<std::pair<std::string, std::string>> recorded_targets() {
@@ -188,18 +185,7 @@ KernelAttributes recorded_kernel_attributes(const DeviceProps& dev, int variant,
         if (v < 0) continue;
         KernelAttributes a = attrs;
         a.name = variant_name(kCatalogue[static_cast<std::size_t>(v)]) + (fin ? ".finalize" : "");
-        switch (kCatalogue[static_cast<std::size_t>(v)].strategy) {
-          case Strategy::group_rows: a.max_threads_per_block = kGroupRowsBlock; break;
-          case Strategy::block_row:
-          case Strategy::block_row_smem: a.max_threads_per_block = kBlockRowMaxThreads; break;
-          case Strategy::split_row: a.max_threads_per_block = kSplitRowBlock; break;
-          case Strategy::split_stream: a.max_threads_per_block = kSplitStreamBlock; break;
-          case Strategy::cluster_row: a.max_threads_per_block = kClusterRowMaxThreads; break;
-          case Strategy::flat_rows: a.max_threads_per_block = kFlatRowsBlock; break;
-          case Strategy::interleaved_rows: 
-            a.max_threads_per_block = interleaved_max_threads(kCatalogue[std::size_t(v)].vec);
-            break;
-        }
+        a.max_threads_per_block = max_threads_per_block(kCatalogue[static_cast<std::size_t>(v)]);
         by_variant[v * 2 + (fin ? 1 : 0)] = a;
       }
     }

@@ -184,24 +184,26 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
 
 Grid grid_for(const Plan& p, std::int64_t rows) {
   const std::int64_t chunks = std::max(p.chunks_per_row, 1);
-  require(rows >= 0, Status::invalid_argument, "rows must be >= 0, got " + std::to_string(rows));
-  require(rows <= kMaxWorkItems / chunks, Status::invalid_argument,
-          "rows = " + std::to_string(rows) + " is too many for one launch: at most " +
-              std::to_string(kMaxWorkItems / chunks) + " rows" +
-              (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string()));
-  require(p.kernel.strategy != Strategy::interleaved_rows || rows <= kMaxWorkItems / std::max<std::int64_t>(p.inner_tiles, 1),
-          Status::invalid_argument, "rows = " + std::to_string(rows) + " outer rows of " +
-                                        std::to_string(p.inner_tiles) + " tiles are too many for one launch");
+  // The messages are built only on failure: this runs on every call.
+  require(rows >= 0, Status::invalid_argument, [&] { return "rows must be >= 0, got " + std::to_string(rows); });
+  require(rows <= kMaxWorkItems / chunks, Status::invalid_argument, [&] {
+    return "rows = " + std::to_string(rows) + " is too many for one launch: at most " +
+           std::to_string(kMaxWorkItems / chunks) + " rows" +
+           (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string());
+  });
+  const FamilyInfo& family = family_of(p.kernel.strategy);
+  require(family.work != WorkUnit::inner_tile || rows <= kMaxWorkItems / std::max<std::int64_t>(p.inner_tiles, 1),
+          Status::invalid_argument, [&] {
+            return "rows = " + std::to_string(rows) + " outer rows of " + std::to_string(p.inner_tiles) +
+                   " tiles are too many for one launch";
+          });
   std::int64_t work = 0;
-  switch (p.kernel.strategy) {
-    case Strategy::group_rows:
-    case Strategy::flat_rows: work = ceil_div(rows, p.rows_per_block); break;
-    case Strategy::block_row:
-    case Strategy::block_row_smem: work = rows; break;
-    case Strategy::split_row:
-    case Strategy::cluster_row: work = rows * p.chunks_per_row; break;
-    case Strategy::split_stream: work = 2 * rows * p.chunks_per_row; break;  // two visits an item
-    case Strategy::interleaved_rows: work = rows * p.inner_tiles; break;
+  switch (family.work) {
+    case WorkUnit::row_tile: work = ceil_div(rows, p.rows_per_block); break;
+    case WorkUnit::row: work = rows; break;
+    case WorkUnit::row_chunk: work = rows * p.chunks_per_row; break;
+    case WorkUnit::chunk_visit: work = 2 * rows * p.chunks_per_row; break;
+    case WorkUnit::inner_tile: work = rows * p.inner_tiles; break;
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
@@ -209,26 +211,23 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // persistent grid, PlanOptions::persistent) measured ~10% slower on the
   // H200 at 256 MB (N = 64..4096 f32: 0.85-0.90 of copy against 0.95;
   // bench/NOTES.md v6).
-  // cluster_row always gets one wave of clusters: launching a fresh cluster
-  // per row measured 0.74 of copy at f32 N = 65536 against 0.81 persistent
-  // (H200, bench/NOTES.md v10), the reverse of single blocks.
-  // split_stream's blocks take their work from a queue: one wave.
-  const std::int64_t waves =
-      p.persistent || p.kernel.strategy == Strategy::cluster_row || p.kernel.strategy == Strategy::split_stream
-          ? 1
-          : kMaxWaves;
+  // Families with FamilyInfo::one_wave get one wave: cluster_row (launching
+  // a fresh cluster per row measured 0.74 of copy at f32 N = 65536 against
+  // 0.81 persistent, H200, bench/NOTES.md v10, the reverse of single
+  // blocks) and split_stream (its blocks take their work from a queue).
+  const std::int64_t waves = p.persistent || family.one_wave ? 1 : kMaxWaves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
   const std::int64_t limit = p.max_grid > 0 ? p.max_grid : (std::int64_t(1) << 31) - 1;
   std::int64_t resident = std::min(std::max<std::int64_t>(p.resident_blocks, 1) * waves, limit);
-  if (p.kernel.strategy == Strategy::cluster_row)  // whole clusters
+  if (family.cluster_launch)  // whole clusters
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   Grid g;
   g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
-  if (p.kernel.strategy == Strategy::split_row) {
+  if (family.two_kernels) g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
+  // Workspaces: split_row's partials; split_stream's counters and partials.
+  if (p.kernel.strategy == Strategy::split_row)
     g.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
-    g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
-  }
   if (p.kernel.strategy == Strategy::split_stream) {
     g.workspace_bytes =
         split_stream_partials_offset(rows) + rows * (p.chunks_per_row + 1) * 2 * std::int64_t(sizeof(float));

@@ -12,25 +12,24 @@ std::string to_string(DType d) {
 }
 
 std::string to_string(Strategy s) {
-  switch (s) {
-    case Strategy::group_rows: return "group_rows";
-    case Strategy::block_row: return "block_row";
-    case Strategy::split_row: return "split_row";
-    case Strategy::block_row_smem: return "block_row_smem";
-    case Strategy::cluster_row: return "cluster_row";
-    case Strategy::split_stream: return "split_stream";
-    case Strategy::flat_rows: return "flat_rows";
-    case Strategy::interleaved_rows: return "interleaved_rows";
-  }
-  return "unknown";
+  const auto i = static_cast<std::size_t>(s);
+  return i < kFamilies.size() ? kFamilies[i].name : "unknown";
 }
 
 std::string variant_name(const Variant& v) {
+  // The fields the family's kernels take as template arguments, in order,
+  // the vector width and the entry's vpt always.
+  const auto& params = family_of(v.strategy).params;
+  const auto takes = [&](KernelParam p) {
+    for (KernelParam q : params)
+      if (q == p) return true;
+    return false;
+  };
   std::string name = to_string(v.strategy) + (v.backward ? "_bwd<" : "<") + to_string(v.dtype) + ",vec" +
                      std::to_string(v.vec);
-  if (v.strategy == Strategy::group_rows) name += ",g" + std::to_string(v.group);
+  if (takes(KernelParam::group)) name += ",g" + std::to_string(v.group);
   name += ",v" + std::to_string(v.vpt);
-  if (v.strategy == Strategy::group_rows) name += ",r" + std::to_string(v.rows);
+  if (takes(KernelParam::rows)) name += ",r" + std::to_string(v.rows);
   if (v.edges) name += ",edges";
   name += ">";
   return name;
