@@ -23,7 +23,8 @@ out (the input's strides where it is dense).
 
 Interim path, not yet fused into the kernels (the schemas already carry
 `dtype`, so a fused kernel replaces it without a new signature):
-  * dtype=: the input is cast by torch (a copy) before duet runs.
+  * dtype=: the input is cast by torch (a copy), and duet runs in place over
+    that copy, which becomes the result.
 """
 import torch
 from torch.autograd.function import once_differentiable
@@ -49,8 +50,17 @@ def _forward_kernel(log, input, dim, dtype, out=None, run=True):
     dim = T.normalize_dim(dim, input.dim(), fn)
     if out is not None:
         T.check_like(input, out, fn, "out", "input", dtype=result_dtype)
-    x = input if input.dtype == result_dtype else input.to(result_dtype)
-    y = T.result_like(x, dim, result_dtype) if out is None else out
+    if input.dtype == result_dtype:
+        x = input
+        y = T.result_like(x, dim, result_dtype) if out is None else out
+    elif out is None and run:
+        # The cast is a fresh tensor laid out as the result would be: the
+        # kernel runs in place over it, so the call holds one result-sized
+        # buffer, not two.
+        x = y = input.to(result_dtype, copy=True)
+    else:
+        x = input.to(result_dtype)
+        y = T.result_like(x, dim, result_dtype) if out is None else out
     if run:
         T.launch_over(log, (x,), y, dim, fn)
     return y

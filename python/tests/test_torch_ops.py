@@ -104,6 +104,39 @@ def test_dim_dtype_and_out(op, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", list(OPS))
+def test_dtype_runs_in_place_over_the_cast(monkeypatch, op, device):
+    """dtype= casts the input (a copy) and runs duet in place over that copy,
+    which becomes the result: one result-sized buffer, not two; the input is
+    untouched."""
+    from duet import _tensor
+    in_place = []
+    launch_over = _tensor.launch_over
+
+    def spy(log, inputs, out, dim, fn):
+        in_place.append(inputs[0].data_ptr() == out.data_ptr())
+        return launch_over(log, inputs, out, dim, fn)
+
+    monkeypatch.setattr(_tensor, "launch_over", spy)
+    x = make((3, 5, 6), torch.bfloat16, device, seed=36)
+    before = x.clone()
+    for dim in (2, 1):
+        y = OPS[op][0](x, dim, dtype=torch.float32)
+        assert y.dtype == torch.float32 and y.stride() == torch.empty_like(x).stride()
+        assert_rowwise_close(y, OPS[op][2](x.float(), dim), 1e-5, dim=dim, floor=floor_for(op), what=f"dim={dim}")
+    assert in_place == [True, True]
+    assert torch.equal(x, before)
+    if device == "cuda":
+        big = make((256, 8192), torch.bfloat16, device, seed=37)
+        sync(device)
+        torch.cuda.reset_peak_memory_stats()
+        held = torch.cuda.memory_allocated()
+        y = OPS[op][0](big, -1, dtype=torch.float32)
+        sync(device)
+        assert torch.cuda.max_memory_allocated() - held <= y.numel() * 4 + (1 << 20)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_errors_name_the_argument(device):
     x = make((4, 8), torch.float32, device)
     with pytest.raises(TypeError, match="dim must be an int"):
