@@ -21,14 +21,9 @@ namespace {
 using kernels::KernelFn;
 using kernels::KernelPair;
 
-template <int I>
-constexpr KernelPair make_entry() {
-  return kernels::FamilyKernels<kCatalogue[I].strategy>::template entry<I>();
-}
-
 template <int... I>
 constexpr std::array<KernelPair, sizeof...(I)> make_table(std::integer_sequence<int, I...>) {
-  return {make_entry<I>()...};
+  return {kernels::kFamilyKernels<kCatalogue[I].strategy, I>...};
 }
 
 const std::array<KernelPair, kVariantCount>& kernel_table() {

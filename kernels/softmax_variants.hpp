@@ -227,7 +227,7 @@ inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, 
 // a catalogue entry, its block limit, how its grid counts work, how it is
 // launched and what it asks of the tensors' layout. A family is this row,
 // its Strategy value and catalogue entries (for_each_variant), its kernel
-// file in kernels/families/ (with its FamilyKernels specialization) and
+// file in kernels/families/ (with its kFamilyKernels specialization) and
 // the planner's rule for choosing it (docs/ARCHITECTURE.md).
 
 // A kernel template argument after the storage type: the Variant field it

@@ -1,6 +1,6 @@
 // How the launch finds a catalogue entry's kernels: each family's file
-// specializes FamilyKernels for its Strategy, and entry<I>() names the
-// kernel instantiation(s) of catalogue entry I (kernels/softmax_variants.hpp).
+// specializes kFamilyKernels for its Strategy, naming the kernel
+// instantiation(s) of its catalogue entries (kernels/softmax_variants.hpp).
 // kernels/softmax_launch.cu builds its table of every entry from these, so
 // the launch itself names no family.
 #pragma once
@@ -18,11 +18,20 @@ struct KernelPair {
   KernelFn finalize = nullptr;  // run after main where FamilyInfo::two_kernels
 };
 
-// The storage type of entry I's dtype.
+// Catalogue entry I and the storage type of its dtype.
 template <int I>
-using EntryStorage = typename StorageOf<kCatalogue[I].dtype>::type;
+inline constexpr Variant kEntry = kCatalogue[I];
+template <int I>
+using EntryStorage = typename StorageOf<kEntry<I>.dtype>::type;
 
 template <Strategy S>
-struct FamilyKernels;  // entry<I>() -> KernelPair, one specialization a family
+constexpr KernelPair no_family_kernels() {
+  static_assert(S != S, "a family's file specializes kFamilyKernels for its Strategy");
+  return {};
+}
+// Entry I's kernels, for an entry of family S: one partial specialization
+// a family, `template <int I> kFamilyKernels<Strategy::..., I> = {...}`.
+template <Strategy S, int I>
+inline constexpr KernelPair kFamilyKernels = no_family_kernels<S>();
 
 }  // namespace duet::DUET_NS::kernels

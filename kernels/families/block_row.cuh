@@ -177,21 +177,11 @@ __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(Sof
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, true>(a, dynamic_smem, scratch);
 }
 
-template <>
-struct FamilyKernels<Strategy::block_row> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&block_row_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
-  }
-};
-template <>
-struct FamilyKernels<Strategy::block_row_smem> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&block_row_smem_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
-  }
-};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::block_row, I> = {
+    &block_row_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward, kEntry<I>.edges>};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::block_row_smem, I> = {
+    &block_row_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels

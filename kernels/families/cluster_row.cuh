@@ -122,14 +122,13 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
 #endif  // DUET_DEVICE_CLUSTERS
 }
 
-template <>
-struct FamilyKernels<Strategy::cluster_row> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    static_assert(!v.backward, "cluster_row is forward only");
-    return {&cluster_row_kernel<EntryStorage<I>, v.vec, v.vpt, v.edges>};
-  }
-};
+static_assert([] {
+  for (const Variant& v : kCatalogue)
+    if (v.strategy == Strategy::cluster_row && v.backward) return false;
+  return true;
+}(), "cluster_row is forward only: its kernel takes no direction");
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row, I> = {
+    &cluster_row_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels

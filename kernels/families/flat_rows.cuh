@@ -129,13 +129,8 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   }
 }
 
-template <>
-struct FamilyKernels<Strategy::flat_rows> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&flat_rows_kernel<EntryStorage<I>, v.vec, kFlatRowsBlock, v.backward>};
-  }
-};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::flat_rows, I> = {
+    &flat_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kFlatRowsBlock, kEntry<I>.backward>};
 
 }  // namespace duet::DUET_NS::kernels

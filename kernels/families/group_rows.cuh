@@ -122,13 +122,9 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
   }
 }
 
-template <>
-struct FamilyKernels<Strategy::group_rows> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&group_rows_kernel<EntryStorage<I>, v.vec, v.group, v.vpt, v.rows, v.backward, v.edges>};
-  }
-};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::group_rows, I> = {
+    &group_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.group, kEntry<I>.vpt, kEntry<I>.rows,
+                       kEntry<I>.backward, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels

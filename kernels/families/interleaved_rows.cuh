@@ -249,13 +249,8 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
   }
 }
 
-template <>
-struct FamilyKernels<Strategy::interleaved_rows> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&interleaved_rows_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>};
-  }
-};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_rows, I> = {
+    &interleaved_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward>};
 
 }  // namespace duet::DUET_NS::kernels

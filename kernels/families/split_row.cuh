@@ -113,19 +113,18 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
   }
 }
 
-template <>
-struct FamilyKernels<Strategy::split_row> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    static_assert(!v.edges, "split_row has no edges");
+static_assert([] {
+  for (const Variant& v : kCatalogue)
+    if (v.strategy == Strategy::split_row && v.edges) return false;
+  return true;
+}(), "split_row has no edges: its kernels take rows of whole packs");
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::split_row, I> =
 #if DUET_EXPERIMENTS
-    return {&split_row_partial_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>,
-            &split_row_finalize_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward>};
+    {&split_row_partial_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward>,
+     &split_row_finalize_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward>};
 #else
-    return {};
+    {};
 #endif
-  }
-};
 
 }  // namespace duet::DUET_NS::kernels

@@ -209,13 +209,8 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
   }
 }
 
-template <>
-struct FamilyKernels<Strategy::split_stream> {
-  template <int I>
-  static constexpr KernelPair entry() {
-    constexpr Variant v = kCatalogue[I];
-    return {&split_stream_kernel<EntryStorage<I>, v.vec, v.vpt, v.backward, v.edges>};
-  }
-};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::split_stream, I> = {
+    &split_stream_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels
