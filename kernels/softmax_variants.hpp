@@ -353,6 +353,14 @@ constexpr std::array<Variant, kVariantCount> make_catalogue() {
 }
 inline constexpr std::array<Variant, kVariantCount> kCatalogue = make_catalogue();
 
+// Whether some catalogue entry of family `s` satisfies pred.
+template <class Pred>
+constexpr bool any_entry(Strategy s, Pred pred) {
+  for (const Variant& v : kCatalogue)
+    if (v.strategy == s && pred(v)) return true;
+  return false;
+}
+
 constexpr int find_variant(const Variant& want) {
   for (int i = 0; i < kVariantCount; ++i) {
     const Variant& v = kCatalogue[i];

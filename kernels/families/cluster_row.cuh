@@ -122,11 +122,8 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
 #endif  // DUET_DEVICE_CLUSTERS
 }
 
-static_assert([] {
-  for (const Variant& v : kCatalogue)
-    if (v.strategy == Strategy::cluster_row && v.backward) return false;
-  return true;
-}(), "cluster_row is forward only: its kernel takes no direction");
+static_assert(!any_entry(Strategy::cluster_row, [](const Variant& v) { return v.backward; }),
+              "cluster_row is forward only: its kernel takes no direction");
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row, I> = {
     &cluster_row_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};

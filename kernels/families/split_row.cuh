@@ -113,11 +113,8 @@ __global__ void __launch_bounds__(kSplitRowBlock) split_row_finalize_kernel(Soft
   }
 }
 
-static_assert([] {
-  for (const Variant& v : kCatalogue)
-    if (v.strategy == Strategy::split_row && v.edges) return false;
-  return true;
-}(), "split_row has no edges: its kernels take rows of whole packs");
+static_assert(!any_entry(Strategy::split_row, [](const Variant& v) { return v.edges; }),
+              "split_row has no edges: its kernels take rows of whole packs");
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::split_row, I> =
 #if DUET_EXPERIMENTS
