@@ -5,7 +5,8 @@
 # BASE and NEW are git revisions or directories holding a source tree
 # ("." is the checkout as it is); NEW defaults to HEAD.
 #
-# Each revision's kernels/softmax_launch.cu is compiled for one NVIDIA target
+# Each revision's SOURCE (default kernels/softmax_launch.cu; the fused
+# kernels: SOURCE=kernels/fused_launch.cu) is compiled for one NVIDIA target
 # (ARCH, default 90) with the flags of cmake/DuetResourceReports.cmake, whose
 # ptxas -v report the runtime embeds. Printed per kernel (mangled name):
 #   - a ptxas report that differs (registers, barriers, shared memory,
@@ -32,6 +33,7 @@ fi
 base_rev=$1
 new_rev=${2:-HEAD}
 arch=${ARCH:-90}
+source=${SOURCE:-kernels/softmax_launch.cu}
 nvcc=${NVCC:-nvcc}
 cxx=${CXX:-g++}
 python=${PYTHON:-python3}
@@ -68,7 +70,7 @@ compile() {
   local flags=(-std=c++17 -O3 -ccbin "$cxx" -DDUET_VENDOR_CUDA -DDUET_NS=cuda -DDUET_EXPERIMENTS=1 "${incs[@]}"
                -arch=sm_"$arch")
   mkdir -p "$dir/keep"
-  if ! "$nvcc" "${flags[@]}" -cubin -Xptxas -v --keep --keep-dir "$dir/keep" "$src/kernels/softmax_launch.cu" \
+  if ! "$nvcc" "${flags[@]}" -cubin -Xptxas -v --keep --keep-dir "$dir/keep" "$src/$source" \
        -o "$dir/kernels.cubin" 2>"$dir/ptxas.log"; then
     cat "$dir/ptxas.log" >&2
     echo "$1: build failed" >&2

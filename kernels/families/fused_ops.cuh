@@ -9,7 +9,6 @@
 // row and shift: Scalar(body)), and offers:
 //   kSoftmax   the row needs an online (max, sum) pair of its values
 //   kSums      plain sums it needs besides (0..2, RowAcc::a and ::b)
-//   kReduces   either: the row's threads combine their partial results
 //   Elem       the storage type of the row's elements
 //   Item       the packs of one position: x, and dy or a mask pack
 //   Scalar     the same op's policy on single elements (PACK = 1)
@@ -37,6 +36,11 @@
 #include "fused_args.hpp"
 
 namespace duet::DUET_NS::kernels {
+
+// Whether a row's threads combine their partial results: the op keeps an
+// online pair or plain sums.
+template <class Op>
+inline constexpr bool reduces = Op::kSoftmax || Op::kSums > 0;
 
 // A thread's (then a row's) partial results: the online pair (m, s) and
 // two plain sums a and b.
@@ -118,7 +122,6 @@ template <class T, int PACK, MaskKind MASK>
 struct MaskedSoftmaxOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 0;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
@@ -222,7 +225,6 @@ template <class T, int PACK>
 struct MaskedSoftmaxBackwardOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 1;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using Scalar = MaskedSoftmaxBackwardOp<T, 1>;
@@ -351,7 +353,6 @@ template <class T, int PACK>
 struct CrossEntropyOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 1;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using Scalar = CrossEntropyOp<T, 1>;
@@ -418,7 +419,6 @@ template <class T, int PACK>
 struct CrossEntropyBackwardOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using Scalar = CrossEntropyBackwardOp<T, 1>;
@@ -471,7 +471,6 @@ template <class T, int PACK>
 struct ShardStatsOp {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 1;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using Scalar = ShardStatsOp<T, 1>;
@@ -518,7 +517,6 @@ template <class T, int PACK>
 struct ShardSoftmaxOp {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
-  static constexpr bool kReduces = kSoftmax || kSums > 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using Scalar = ShardSoftmaxOp<T, 1>;

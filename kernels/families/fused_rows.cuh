@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
       const std::int64_t p = std::int64_t(j) * GROUP + lane;
       if (row_ok && p < packs) op.accumulate(acc, it[j], p);
     }
-    if constexpr (Op::kReduces) acc = combine_lanes<Op, GROUP>(acc);
+    if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
     if (row_ok && op.writes()) {
 #pragma unroll
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
       const std::int64_t p = std::int64_t(j) * nt + tid;
       if (p < packs) op.accumulate(acc, it[j], p);
     }
-    if constexpr (Op::kReduces) {
+    if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
     }
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const Op op(a, row, 0);
     RowAcc acc;
-    if constexpr (Op::kReduces) {
+    if constexpr (reduces<Op>) {
       // Pass 1: every chunk into the thread's partial results; the reads
       // ask L2 to keep the lines for pass 2.
       for (std::int64_t c0 = 0; c0 < packs; c0 += kChunk) {
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_edges_kernel(
       const int p = j * GROUP + lane;
       if (row_ok && p < span.body) op.accumulate(acc, it[j], p);
     }
-    if constexpr (Op::kReduces) acc = combine_lanes<Op, GROUP>(acc);
+    if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
     if (row_ok && op.writes()) {
       edges.store(f, false);
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
       const int p = j * nt + tid;
       if (p < span.body) op.accumulate(acc, it[j], p);
     }
-    if constexpr (Op::kReduces) {
+    if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
     }
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kerne
     const Op op(a, row, span.head);
     RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
     RowAcc acc;
-    if constexpr (Op::kReduces) {
+    if constexpr (reduces<Op>) {
       stream_accumulate<Op, VPT, true>(op, edges, acc, 0, packs);
       for (std::int64_t c0 = kChunk; c0 < packs; c0 += kChunk)
         stream_accumulate<Op, VPT, false>(op, edges, acc, c0, packs);
