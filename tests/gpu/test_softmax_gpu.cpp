@@ -277,6 +277,19 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
   CHECK(disagreements == 0);
 }
 
+TEST_CASE("each family's block limit in kFamilies is its kernels' launch bound") {
+  // Property-file plans take the limit from the table (the compilers'
+  // reports do not carry it); a live device reports the compiled one.
+  const Device dev = duet::testing::first_gpu();
+  for (int v = 0; v < kVariantCount; ++v) {
+    const Variant& var = kCatalogue[static_cast<std::size_t>(v)];
+    if (var.strategy == Strategy::split_row && !DUET_HAVE_EXPERIMENTS) continue;
+    const KernelAttributes a = live_kernel_attributes(dev, v, false);
+    INFO(a.name);
+    CHECK(a.max_threads_per_block == max_threads_per_block(var));
+  }
+}
+
 TEST_CASE("eight host threads x two streams each get correct results") {
   // Plans, attributes and workspaces are shared: every thread plans the same
   // shapes (one of them split_stream, whose workspace is per stream) on its own
