@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402  (time_ms and the copy ceiling, shared)
 
 import duet  # noqa: E402
-from duet import _tensor as T  # noqa: E402
+from duet import _fused_launch as FL  # noqa: E402
 
 compare.torch = torch
 compare.duet = duet
@@ -54,9 +54,9 @@ def main():
             one = torch.ones((), device="cuda")
             nbytes = xs[0].numel() * xs[0].element_size()
             ms = {
-                "stats": timed(lambda i: T.launch_shard_stats(xs[i], target, -100, cols, vocab, stats, "bench")),
-                "softmax": timed(lambda i: T.launch_shard_softmax(xs[i], None, lse, False, ys[i], "bench")),
-                "xent_bwd": timed(lambda i: T.launch_shard_cross_entropy_backward(
+                "stats": timed(lambda i: FL.launch_shard_stats(xs[i], target, -100, cols, vocab, stats, "bench")),
+                "softmax": timed(lambda i: FL.launch_shard_softmax(xs[i], None, lse, False, ys[i], "bench")),
+                "xent_bwd": timed(lambda i: FL.launch_shard_cross_entropy_backward(
                     xs[i], target, lse, one, ys[i], cols, vocab, -100, "mean", 0.0, 0.0, "bench")),
             }
             moved = {"stats": nbytes, "softmax": 2 * nbytes, "xent_bwd": 2 * nbytes}

@@ -29,6 +29,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _ops
+from . import _fused_launch as FL
 from . import _tensor as T
 from ._lib import REDUCTIONS
 
@@ -82,7 +83,7 @@ def _masked_softmax(input, mask, scale, causal, causal_offset, zero_masked_rows,
     mask = _check_masked_softmax(input, mask, scale, causal)
     y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     if run:
-        T.launch_masked_softmax(input, y, scale, mask, causal, causal_offset, zero_masked_rows, "masked_softmax")
+        FL.launch_masked_softmax(input, y, scale, mask, causal, causal_offset, zero_masked_rows, "masked_softmax")
     return y
 
 
@@ -102,7 +103,7 @@ def _masked_softmax_backward(grad_output, output, scale, run):
     T.check_like(output, grad_output, fn, "grad_output", "output")
     dx = torch.empty(output.shape, dtype=output.dtype, device=output.device)
     if run:
-        T.launch_masked_softmax_backward(output, grad_output, dx, scale, fn)
+        FL.launch_masked_softmax_backward(output, grad_output, dx, scale, fn)
     return dx
 
 
@@ -185,7 +186,7 @@ def _ce_forward(input, target, ignore_index, reduction, label_smoothing, z_loss,
         if input.shape[0] == 0:  # torch's values for no rows: the mean is 0 / 0
             loss.fill_(math.nan if reduction == "mean" else 0.0)
         else:
-            T.launch_cross_entropy(input, target, loss, lse, input if inplace else None, ignore_index, reduction,
+            FL.launch_cross_entropy(input, target, loss, lse, input if inplace else None, ignore_index, reduction,
                                    label_smoothing, z_loss, check_targets, fn)
     return loss, lse
 
@@ -218,7 +219,7 @@ def _cross_entropy_backward(grad_loss, input, target, lse, ignore_index, reducti
         raise ValueError(f"duet.{fn}: lse must be float32 of shape ({rows},), got {lse.dtype} {tuple(lse.shape)}")
     grad = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     if run and rows > 0:
-        T.launch_cross_entropy_backward(input, target, lse, grad_loss, grad, ignore_index, reduction,
+        FL.launch_cross_entropy_backward(input, target, lse, grad_loss, grad, ignore_index, reduction,
                                         label_smoothing, z_loss, fn)
     return grad
 

@@ -50,6 +50,7 @@ import torch.distributed as dist
 from torch.autograd.function import once_differentiable
 
 from . import _fused
+from . import _fused_launch as FL
 from . import _ops
 from . import _tensor as T
 from ._lib import REDUCTIONS
@@ -184,7 +185,7 @@ def _gather_stats(stats, world, group):
 
 def _stats(x2, target, ignore_index, vocab_start, vocab, fn):
     stats = torch.empty((x2.shape[0], 4), dtype=torch.float32, device=x2.device)
-    return T.launch_shard_stats(x2, target, ignore_index, vocab_start, vocab, stats, fn)
+    return FL.launch_shard_stats(x2, target, ignore_index, vocab_start, vocab, stats, fn)
 
 
 def _prepare(input, target, group, options, validate, fn):
@@ -210,9 +211,9 @@ class _ShardSoftmax(torch.autograd.Function):
         every = _gather_stats(_stats(x2, None, -100, 0, 0, fn), world, group)
         m = torch.empty(x2.shape[0], dtype=torch.float32, device=input.device)
         log_s = torch.empty_like(m)
-        T.launch_shard_combine(every, None, 0, -100, "none", 0.0, 0.0, m, log_s, None, None, fn)
+        FL.launch_shard_combine(every, None, 0, -100, "none", 0.0, 0.0, m, log_s, None, None, fn)
         y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-        T.launch_shard_softmax(x2, m, log_s, log, T._view_2d(y), fn)
+        FL.launch_shard_softmax(x2, m, log_s, log, T._view_2d(y), fn)
         ctx.save_for_backward(y)
         ctx.log, ctx.group = log, group
         return y
@@ -266,7 +267,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
         every = _gather_stats(_stats(x2, target, ignore_index, start, vocab, fn), world, group)
         lse = torch.empty(x2.shape[0], dtype=torch.float32, device=input.device)
         loss = torch.empty(x2.shape[0] if reduction == "none" else (), dtype=torch.float32, device=input.device)
-        T.launch_shard_combine(every, target, vocab, ignore_index, reduction, label_smoothing, z_loss, None, None, lse,
+        FL.launch_shard_combine(every, target, vocab, ignore_index, reduction, label_smoothing, z_loss, None, None, lse,
                                loss, fn)
         ctx.options = (start, vocab, ignore_index, reduction, label_smoothing, z_loss)
         ctx.inplace = inplace
@@ -275,7 +276,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
             # backward scales it.
             one = torch.ones(input.shape[0] if reduction == "none" else (), dtype=torch.float32,
                              device=input.device)
-            T.launch_shard_cross_entropy_backward(x2, target, lse, one, x2, start, vocab, ignore_index,
+            FL.launch_shard_cross_entropy_backward(x2, target, lse, one, x2, start, vocab, ignore_index,
                                                   reduction, label_smoothing, z_loss, fn)
             # Autograd's record that input changed (torch >= 2.1), so a layer
             # that saved the logits for its backward is refused, not misled.
@@ -297,7 +298,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
             input, target, lse = ctx.saved_tensors
             start, vocab, ignore_index, reduction, label_smoothing, z_loss = ctx.options
             grad = torch.empty_like(input)
-            T.launch_shard_cross_entropy_backward(input, target, lse, grad_loss, grad, start, vocab, ignore_index,
+            FL.launch_shard_cross_entropy_backward(input, target, lse, grad_loss, grad, start, vocab, ignore_index,
                                                   reduction, label_smoothing, z_loss, "cross_entropy")
         return grad, None, None, None, None, None, None, None, None, None, None
 

@@ -19,7 +19,7 @@ F = torch.nn.functional
 from test_duet_torch import DEVICES, assert_rowwise_close, duet, make, needs_cuda, sync  # noqa: E402
 from test_torch_ops import needs_custom_op  # noqa: E402
 
-from duet import _tensor  # noqa: E402
+from duet import _fused_launch  # noqa: E402
 
 LOWP = [torch.float16, torch.bfloat16]
 DTYPES = [torch.float32] + LOWP
@@ -90,20 +90,20 @@ def test_masked_softmax_broadcast_masks(mask_shape, device):
 def test_mask_layout_uses_strides_not_copies():
     shape = (2, 3, 4, 9)
     mask = bool_mask((2, 1, 4, 9), "cpu")
-    m, heads, seq_q, batch_stride, head_stride, row_stride = _tensor.mask_layout(mask, shape)
+    m, heads, seq_q, batch_stride, head_stride, row_stride = _fused_launch.mask_layout(mask, shape)
     assert m.data_ptr() == mask.data_ptr()  # no copy
     assert (heads, seq_q, batch_stride, head_stride, row_stride) == (3, 4, 36, 0, 9)
     # a [Sq, Sk] mask over every batch and head: one (row) group
-    m, heads, seq_q, batch_stride, head_stride, row_stride = _tensor.mask_layout(bool_mask((4, 9), "cpu"), shape)
+    m, heads, seq_q, batch_stride, head_stride, row_stride = _fused_launch.mask_layout(bool_mask((4, 9), "cpu"), shape)
     assert (heads, seq_q, batch_stride, head_stride, row_stride) == (6, 4, 0, 0, 9)
     # a per-row mask of a slice of a wider array: its row stride, no copy
     wide = bool_mask((2, 3, 4, 16), "cpu")
-    m, *layout = _tensor.mask_layout(wide[..., :9], shape)
+    m, *layout = _fused_launch.mask_layout(wide[..., :9], shape)
     assert m.data_ptr() == wide.data_ptr() and layout == [1, 24, 0, 0, 16]
     # four separate strided groups do not fit (batch, head, row): a dense copy
     shape5 = (2, 3, 2, 3, 7)
     mask5 = bool_mask((2, 1, 2, 1, 7), "cpu")
-    m, *_ = _tensor.mask_layout(mask5, shape5)
+    m, *_ = _fused_launch.mask_layout(mask5, shape5)
     assert m.is_contiguous() and m.shape == shape5
     x = make(shape5, torch.float32, "cpu", seed=7)
     assert_rowwise_close(duet.masked_softmax(x, mask5), masked_reference(x, mask5), 1e-5, what="dense fallback")
