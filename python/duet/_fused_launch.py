@@ -188,24 +188,13 @@ def launch_cross_entropy(x, target, loss, lse, grad, ignore_index, reduction, la
 def launch_cross_entropy_backward(x, target, lse, grad_loss, grad, ignore_index, reduction, label_smoothing, z_loss,
                                   fn):
     """grad (x's shape and dtype) from the forward's lse and the upstream
-    gradient grad_loss (float32, [N] for reduction none, else [])."""
-    xm = _as_2d(x)
-    rows, cols = xm.shape
-    dev = duet_device(xm, fn)
-    index = xm.get_device()
-    gm = _view_2d(grad)
-    target = _plain_target(target)
-    g = grad_loss.to(torch.float32).contiguous()
-    lse = lse.contiguous()
-    ws_ptr, ws_bytes, ws_keep = _ce_workspace(dev, rows, reduction, index, x.device)
-    options = _ce_options(ignore_index, reduction, label_smoothing, z_loss)
-    status = _lib.fused("duet_cross_entropy_backward")(
-        dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm), INDEX_CODES[target.dtype],
-        target.data_ptr(), _target_stride(target), options, lse.data_ptr(), g.data_ptr(),
-        gm.data_ptr(), _row_stride(gm), ws_ptr, ws_bytes, _stream(index))
-    _ce_check(status, target, cols, ignore_index)
-    del ws_keep
-    return grad
+    gradient grad_loss (float32, [N] for reduction none, else []): the
+    backward over a shard that is every class (vocab_start 0, vocab 0, as
+    duet_cross_entropy_backward is), its refused targets named on the host."""
+    cols = x.shape[-1]
+    return launch_shard_cross_entropy_backward(
+        x, target, lse, grad_loss, grad, 0, 0, ignore_index, reduction, label_smoothing, z_loss, fn,
+        check=lambda status, plain_target: _ce_check(status, plain_target, cols, ignore_index))
 
 
 # ------------------------------------------------------------------ vocabulary shards (duet.distributed)
@@ -276,10 +265,11 @@ def launch_shard_combine(every, target, vocab, ignore_index, reduction, label_sm
 
 
 def launch_shard_cross_entropy_backward(x, target, lse, grad_loss, grad, vocab_start, vocab, ignore_index, reduction,
-                                        label_smoothing, z_loss, fn):
+                                        label_smoothing, z_loss, fn, check=None):
     """grad (x's shape and dtype; may be x) of the cross-entropy over the
     shard x of classes [vocab_start, vocab_start + cols) of vocab, from the
-    whole rows' lse and the upstream gradient grad_loss."""
+    whole rows' lse and the upstream gradient grad_loss. check(status,
+    target) replaces _lib.check(status)."""
     xm = _as_2d(x)
     rows, cols = xm.shape
     if rows == 0:
@@ -296,7 +286,10 @@ def launch_shard_cross_entropy_backward(x, target, lse, grad_loss, grad, vocab_s
         dev, DTYPE_CODES[xm.dtype], rows, cols, xm.data_ptr(), _row_stride(xm), INDEX_CODES[target.dtype],
         target.data_ptr(), _target_stride(target), vocab_start, vocab, options, lse.data_ptr(), g.data_ptr(),
         gm.data_ptr(), _row_stride(gm), ws_ptr, ws_bytes, _stream(index))
-    _lib.check(status)
+    if check is None:
+        _lib.check(status)
+    else:
+        check(status, target)
     del ws_keep
     return grad
 

@@ -506,6 +506,11 @@ def test_out_of_range_targets_raise_on_the_cpu():
             F.cross_entropy(x, t)  # torch's too
     with pytest.raises(IndexError, match="Target 10 is out of bounds"):
         duet.cross_entropy(x, torch.tensor([1, 10, 3, 0], dtype=torch.int32), ignore_index=10 + 1)
+    # the backward op names them too (its launch is the shard backward's over every class)
+    lse = torch.zeros(4)
+    with pytest.raises(IndexError, match="Target 10 is out of bounds"):
+        torch.ops.duet.cross_entropy_backward(torch.ones(()), x, torch.tensor([1, 10, 3, -100]), lse, -100, "mean",
+                                              0.0, 0.0)
     # ignore_index may be any value, in range or not
     torch.testing.assert_close(duet.cross_entropy(x, torch.tensor([1, 10, 3, 0]), ignore_index=10),
                                F.cross_entropy(x, torch.tensor([1, 10, 3, 0]), ignore_index=10))
