@@ -113,7 +113,7 @@ void set_common(Call& c, duet_dtype_t dtype, int64_t rows, int64_t cols, const v
 
 duet::Op to_op(int log) {
   duet::require(log == 0 || log == 1, duet::Status::invalid_argument,
-                "log must be 0 (softmax) or 1 (log_softmax), got " + std::to_string(log));
+                [&] { return "log must be 0 (softmax) or 1 (log_softmax), got " + std::to_string(log); });
   return log ? duet::Op::log_softmax : duet::Op::softmax;
 }
 
