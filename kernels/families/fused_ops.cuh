@@ -337,6 +337,54 @@ __device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int
   return f.c_p * (exp_shifted(x, f.m) * f.inv_s) - (col == t ? f.c_t : 0.0f) - f.c_u;
 }
 
+// What the policies that read the logits alone share: the row's packs of
+// x and their load.
+template <class T, int PACK>
+struct LogitPacks {
+  using Elem = T;
+  using V = PackWords<T, PACK>;
+  struct Item {
+    V x;
+  };
+  const V* x;
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.x = load_hinted<H>(x + p);
+  }
+};
+
+// Cross-entropy's gradient rows (the forward's memory-saving output and the
+// backward): the row's target and the packs of the gradient, each element
+// ce_grad of its logit.
+template <class T, int PACK>
+struct CeGradPacks : LogitPacks<T, PACK> {
+  using typename LogitPacks<T, PACK>::V;
+  using typename LogitPacks<T, PACK>::Item;
+  const FusedArgs& a;
+  V* out;   // null in a forward without an output
+  CeRow r;  // r.t less the shift: the target's column of this policy's packs
+  float xt;  // the target logit (the forward's loss; 0 in the backward)
+
+  __device__ __forceinline__ CeGradPacks(const FusedArgs& args, std::int64_t row, int shift, bool forward)
+      : LogitPacks<T, PACK>{fused_row<T, V>(args.x, row, args.x_stride, shift)},
+        a(args),
+        out(forward && !args.out ? nullptr : fused_row<T, V>(args.out, row, args.out_stride, shift)),
+        r(ce_row(args, row)),
+        xt(forward ? target_logit<T>(args, row, r) : 0.0f) {
+    r.t -= shift;  // -1 (no target) stays below every column
+  }
+  template <int P>
+  __device__ __forceinline__ explicit CeGradPacks(const CeGradPacks<T, P>& o)
+      : LogitPacks<T, PACK>{reinterpret_cast<const V*>(o.x)}, a(o.a), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
+
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const CeFinal& f, bool streaming) const {
+    const int c0 = static_cast<int>(p) * PACK;
+    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    store_pack(out + p, o, streaming);
+  }
+};
+
 // A pack of logits into a row's partial results, as the cross-entropy
 // forward and a shard's statistics both take them: the online pair and
 // a = the sum of the logits.
@@ -350,38 +398,23 @@ __device__ __forceinline__ void logit_sums(RowAcc& acc, const V& x) {
 // The forward: lse by the online pair, a = sum of x (label smoothing),
 // x[t] loaded once; the gradient for an upstream 1 where out is set.
 template <class T, int PACK>
-struct CrossEntropyOp {
+struct CrossEntropyOp : CeGradPacks<T, PACK> {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 1;
-  using Elem = T;
-  using V = PackWords<T, PACK>;
   using Scalar = CrossEntropyOp<T, 1>;
-  struct Item {
-    V x;
-  };
   using Final = CeFinal;
-  const FusedArgs& a;
-  const V* x;
-  V* out;
-  CeRow r;  // r.t less the shift: the target's column of this policy's packs
-  float xt;  // the target logit
+  using Base = CeGradPacks<T, PACK>;
+  using typename Base::Item;
+  using Base::a;
+  using Base::out;
+  using Base::r;
+  using Base::xt;
 
   __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row, int shift)
-      : a(args),
-        x(fused_row<T, V>(args.x, row, args.x_stride, shift)),
-        out(args.out ? fused_row<T, V>(args.out, row, args.out_stride, shift) : nullptr),
-        r(ce_row(args, row)),
-        xt(target_logit<T>(args, row, r)) {
-    r.t -= shift;  // -1 (no target) stays below every column
-  }
+      : Base(args, row, shift, true) {}
   template <int P>
-  __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o)
-      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
+  __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o) : Base(o) {}
 
-  template <LoadHint H>
-  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
-    it.x = load_hinted<H>(x + p);
-  }
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
     logit_sums<T, PACK>(acc, it.x);
   }
@@ -400,11 +433,6 @@ struct CrossEntropyOp {
     return f;
   }
   __device__ __forceinline__ bool writes() const { return out != nullptr; }
-  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
-    const int c0 = static_cast<int>(p) * PACK;
-    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
-    store_pack(out + p, o, streaming);
-  }
   __device__ __forceinline__ void epilogue(const Final& f, std::int64_t row) const {
     if (a.lse) a.lse[row] = r.invalid ? kNaN : f.lse;
     if (a.reduction == Reduction::none)
@@ -416,38 +444,23 @@ struct CrossEntropyOp {
 
 // The backward from the forward's lse: elementwise, no reduction.
 template <class T, int PACK>
-struct CrossEntropyBackwardOp {
+struct CrossEntropyBackwardOp : CeGradPacks<T, PACK> {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
-  using Elem = T;
-  using V = PackWords<T, PACK>;
   using Scalar = CrossEntropyBackwardOp<T, 1>;
-  struct Item {
-    V x;
-  };
   using Final = CeFinal;
-  const FusedArgs& a;
-  const V* x;
-  V* out;
-  CeRow r;  // r.t less the shift, as CrossEntropyOp's
+  using Base = CeGradPacks<T, PACK>;
+  using typename Base::Item;
+  using Base::a;
+  using Base::r;
   std::int64_t row;
 
   __device__ __forceinline__ CrossEntropyBackwardOp(const FusedArgs& args, std::int64_t row_, int shift)
-      : a(args),
-        x(fused_row<T, V>(args.x, row_, args.x_stride, shift)),
-        out(fused_row<T, V>(args.out, row_, args.out_stride, shift)),
-        r(ce_row(args, row_)),
-        row(row_) {
-    r.t -= shift;
-  }
+      : Base(args, row_, shift, false), row(row_) {}
   template <int P>
   __device__ __forceinline__ explicit CrossEntropyBackwardOp(const CrossEntropyBackwardOp<T, P>& o)
-      : a(o.a), x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), r(o.r), row(o.row) {}
+      : Base(o), row(o.row) {}
 
-  template <LoadHint H>
-  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
-    it.x = load_hinted<H>(x + p);
-  }
   __device__ __forceinline__ void accumulate(RowAcc&, const Item&, std::int64_t) const {}
   __device__ __forceinline__ Final finish(const RowAcc&) const {
     // exp(x - lse) = exp(x - m) / s with m = lse, s = 1.
@@ -455,11 +468,6 @@ struct CrossEntropyBackwardOp {
     return ce_final(a, r, ce_grad_scale(a, row, false), lse, 1.0f, lse);
   }
   __device__ __forceinline__ bool writes() const { return true; }
-  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
-    const int c0 = static_cast<int>(p) * PACK;
-    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
-    store_pack(out + p, o, streaming);
-  }
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
 
@@ -468,34 +476,27 @@ struct CrossEntropyBackwardOp {
 // logit (loaded once) where the target falls in this shard. Nothing is
 // written but the row's four floats.
 template <class T, int PACK>
-struct ShardStatsOp {
+struct ShardStatsOp : LogitPacks<T, PACK> {
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 1;
-  using Elem = T;
-  using V = PackWords<T, PACK>;
   using Scalar = ShardStatsOp<T, 1>;
-  struct Item {
-    V x;
-  };
   using Final = RowAcc;
+  using Base = LogitPacks<T, PACK>;
+  using typename Base::V;
+  using typename Base::Item;
   const FusedArgs& a;
-  const V* x;
   CeRow r;
   float xt;  // the target logit
 
   __device__ __forceinline__ ShardStatsOp(const FusedArgs& args, std::int64_t row, int shift)
-      : a(args),
-        x(fused_row<T, V>(args.x, row, args.x_stride, shift)),
+      : Base{fused_row<T, V>(args.x, row, args.x_stride, shift)},
+        a(args),
         r(ce_row(args, row)),
         xt(target_logit<T>(args, row, r)) {}
   template <int P>
   __device__ __forceinline__ explicit ShardStatsOp(const ShardStatsOp<T, P>& o)
-      : a(o.a), x(reinterpret_cast<const V*>(o.x)), r(o.r), xt(o.xt) {}
+      : Base{reinterpret_cast<const V*>(o.x)}, a(o.a), r(o.r), xt(o.xt) {}
 
-  template <LoadHint H>
-  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
-    it.x = load_hinted<H>(x + p);
-  }
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
     logit_sums<T, PACK>(acc, it.x);
   }
@@ -514,35 +515,28 @@ struct ShardSoftmaxFinal {
 };
 
 template <class T, int PACK>
-struct ShardSoftmaxOp {
+struct ShardSoftmaxOp : LogitPacks<T, PACK> {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 0;
-  using Elem = T;
-  using V = PackWords<T, PACK>;
   using Scalar = ShardSoftmaxOp<T, 1>;
-  struct Item {
-    V x;
-  };
   using Final = ShardSoftmaxFinal;
-  const V* x;
+  using Base = LogitPacks<T, PACK>;
+  using typename Base::V;
+  using typename Base::Item;
   V* out;
   float m, lse;
   int log;
 
   __device__ __forceinline__ ShardSoftmaxOp(const FusedArgs& a, std::int64_t row, int shift)
-      : x(fused_row<T, V>(a.x, row, a.x_stride, shift)),
+      : Base{fused_row<T, V>(a.x, row, a.x_stride, shift)},
         out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
         m(a.row_max != nullptr ? a.row_max[row] : 0.0f),
         lse(a.lse[row]),
         log(a.log_softmax) {}
   template <int P>
   __device__ __forceinline__ explicit ShardSoftmaxOp(const ShardSoftmaxOp<T, P>& o)
-      : x(reinterpret_cast<const V*>(o.x)), out(reinterpret_cast<V*>(o.out)), m(o.m), lse(o.lse), log(o.log) {}
+      : Base{reinterpret_cast<const V*>(o.x)}, out(reinterpret_cast<V*>(o.out)), m(o.m), lse(o.lse), log(o.log) {}
 
-  template <LoadHint H>
-  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
-    it.x = load_hinted<H>(x + p);
-  }
   __device__ __forceinline__ void accumulate(RowAcc&, const Item&, std::int64_t) const {}
   __device__ __forceinline__ Final finish(const RowAcc&) const { return {m, lse}; }
   __device__ __forceinline__ bool writes() const { return true; }
