@@ -36,7 +36,7 @@ struct Tensor {
   std::int64_t col_stride = 0, stride = 0;
   std::vector<std::uint8_t> bytes;
 };
-std::int64_t offset(const Shape& s, const Tensor& t, std::int64_t r, std::int64_t c, std::int64_t i) {
+std::int64_t offset(const Tensor& t, std::int64_t r, std::int64_t c, std::int64_t i) {
   return r * t.stride + c * t.col_stride + i;
 }
 Tensor layout(const Shape& s, std::uint8_t fill, DType dtype) {
@@ -53,7 +53,7 @@ void place(const Shape& s, Tensor& t, const std::vector<float>& values, DType dt
   for (std::int64_t r = 0; r < s.rows; ++r)
     for (std::int64_t i = 0; i < s.inner; ++i)
       for (std::int64_t c = 0; c < s.cols; ++c)
-        std::memcpy(t.bytes.data() + std::size_t(offset(s, t, r, c, i)) * elem,
+        std::memcpy(t.bytes.data() + std::size_t(offset(t, r, c, i)) * elem,
                     enc.data() + std::size_t((r * s.inner + i) * s.cols + c) * elem, elem);
 }
 std::vector<float> gather(const Shape& s, const Tensor& t, const std::vector<std::uint8_t>& bytes, DType dtype) {
@@ -63,7 +63,7 @@ std::vector<float> gather(const Shape& s, const Tensor& t, const std::vector<std
     for (std::int64_t i = 0; i < s.inner; ++i)
       for (std::int64_t c = 0; c < s.cols; ++c)
         out[std::size_t((r * s.inner + i) * s.cols + c)] =
-            reference::decode(bytes.data() + std::size_t(offset(s, t, r, c, i)) * elem, 1, dtype)[0];
+            reference::decode(bytes.data() + std::size_t(offset(t, r, c, i)) * elem, 1, dtype)[0];
   return out;
 }
 // Whether every byte outside the tensor's elements still holds `fill`.
@@ -74,7 +74,7 @@ bool gaps_hold(const Shape& s, const Tensor& t, const std::vector<std::uint8_t>&
   for (std::int64_t r = 0; r < s.rows; ++r)
     for (std::int64_t c = 0; c < s.cols; ++c)
       for (std::int64_t i = 0; i < s.inner; ++i)
-        for (std::size_t b = 0; b < elem; ++b) element[std::size_t(offset(s, t, r, c, i)) * elem + b] = true;
+        for (std::size_t b = 0; b < elem; ++b) element[std::size_t(offset(t, r, c, i)) * elem + b] = true;
   for (std::size_t b = 0; b < bytes.size(); ++b)
     if (!element[b] && bytes[b] != fill) return false;
   return true;

@@ -56,7 +56,7 @@ struct CrossEntropyCall {
   IndexType target_type = IndexType::i64;
   const void* target = nullptr;
   std::int64_t target_stride = 1;
-  CrossEntropyOptions options;
+  CrossEntropyOptions options{};
   // Forward outputs: loss (rows floats for reduction none, else one), lse
   // (rows floats, optional), grad (optional, the logits' dtype).
   float* loss = nullptr;
@@ -65,7 +65,7 @@ struct CrossEntropyCall {
   std::int64_t grad_stride = 0;
   std::int32_t* invalid_targets = nullptr;
   void* stream = nullptr;
-  std::optional<Workspace> workspace;
+  std::optional<Workspace> workspace{};
 };
 
 // Bytes of workspace a call of this shape needs on `dev`, forward or
@@ -84,7 +84,7 @@ struct CrossEntropyBackwardCall {
   IndexType target_type = IndexType::i64;
   const void* target = nullptr;
   std::int64_t target_stride = 1;
-  CrossEntropyOptions options;
+  CrossEntropyOptions options{};
   const float* lse = nullptr;        // the forward's, rows floats
   const float* grad_loss = nullptr;  // rows floats for reduction none, else one
   // A shard of the vocabulary (duet/vocab_parallel.hpp): the logits are
@@ -98,7 +98,7 @@ struct CrossEntropyBackwardCall {
   void* grad = nullptr;              // may be the logits (same pointer and stride)
   std::int64_t grad_stride = 0;
   void* stream = nullptr;
-  std::optional<Workspace> workspace;
+  std::optional<Workspace> workspace{};
 };
 
 // The backward from the forward's lse: reads the logits once, writes the

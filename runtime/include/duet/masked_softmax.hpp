@@ -57,7 +57,7 @@ struct MaskedSoftmaxCall {
   void* out = nullptr;  // forward: y; backward: dx
   std::int64_t out_stride = 0;
   float scale = 1.0f;  // finite
-  Mask mask;           // forward only
+  Mask mask{};         // forward only
   bool zero_masked_rows = false;
   void* stream = nullptr;
 };

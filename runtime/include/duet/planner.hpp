@@ -103,7 +103,7 @@ struct SoftmaxShape {
   // adjacent in memory (SoftmaxCall::inner). 0: rows of adjacent elements.
   std::int64_t inner = 0;
   // Switches for comparison runs: the process's (plan_options()) unless set.
-  PlanOptions options;
+  PlanOptions options{};
 };
 
 struct Plan {

@@ -62,7 +62,7 @@ struct SoftmaxCall {
   // The caller's workspace; without one, a call that needs a workspace
   // (split_row, split_stream) takes it from duet's per-stream cache, grown
   // on demand with a device allocation (not allowed under graph capture).
-  std::optional<Workspace> workspace;
+  std::optional<Workspace> workspace{};
 };
 
 // Checks `call` (throws duet::Error with a one-line reason, writing nothing),

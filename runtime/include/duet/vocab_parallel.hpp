@@ -108,14 +108,14 @@ struct ShardCombineCall {
   const void* target = nullptr;
   std::int64_t target_stride = 1;
   std::int64_t vocab = 0;  // classes of the whole row, >= 1 with targets
-  CrossEntropyOptions options;
+  CrossEntropyOptions options{};
   float* max = nullptr;
   float* log_sum = nullptr;
   float* lse = nullptr;
   float* loss = nullptr;
   std::int32_t* invalid_targets = nullptr;
   void* stream = nullptr;
-  std::optional<Workspace> workspace;
+  std::optional<Workspace> workspace{};
 };
 DUET_API void run(const Device& dev, const ShardCombineCall& call);
 

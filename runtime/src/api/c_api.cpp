@@ -122,20 +122,18 @@ duet::Op to_op(int log) {
 duet::SoftmaxCall interleaved_call(duet_dtype_t dtype, int log, int64_t rows, int64_t cols, int64_t inner,
                                    const void* x, int64_t x_stride, int64_t x_col_stride, void* out,
                                    int64_t out_stride, int64_t out_col_stride, void* stream) {
-  duet::SoftmaxCall c;
-  c.op = to_op(log);
-  c.dtype = to_dtype(dtype);
-  c.rows = rows;
-  c.cols = cols;
-  c.inner = inner;
-  c.x = x;
-  c.x_stride = x_stride;
-  c.x_col_stride = x_col_stride;
-  c.out = out;
-  c.out_stride = out_stride;
-  c.out_col_stride = out_col_stride;
-  c.stream = stream;
-  return c;
+  return {.op = to_op(log),
+          .dtype = to_dtype(dtype),
+          .rows = rows,
+          .cols = cols,
+          .x = x,
+          .x_stride = x_stride,
+          .out = out,
+          .out_stride = out_stride,
+          .stream = stream,
+          .inner = inner,
+          .x_col_stride = x_col_stride,
+          .out_col_stride = out_col_stride};
 }
 
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
@@ -360,41 +358,37 @@ duet_status_t duet_shard_stats(duet_device_t device, duet_dtype_t dtype, int64_t
                                int64_t x_stride, duet_index_t target_type, const void* target, int64_t target_stride,
                                int64_t ignore_index, int64_t vocab_start, int64_t vocab, float* stats, void* stream) {
   return guarded([&] {
-    duet::ShardStatsCall c;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.x = x;
-    c.x_stride = x_stride;
-    c.target_type = to_index_type(target_type);
-    c.target = target;
-    c.target_stride = target_stride;
-    c.ignore_index = ignore_index;
-    c.vocab_start = vocab_start;
-    c.vocab = vocab;
     // The layout is ShardRowStats'; its 16-byte alignment is checked before use.
-    c.stats = reinterpret_cast<duet::ShardRowStats*>(stats);
-    c.stream = stream;
-    duet::run(to_device(device), c);
+    duet::run(to_device(device), duet::ShardStatsCall{.dtype = to_dtype(dtype),
+                                                      .rows = rows,
+                                                      .cols = cols,
+                                                      .x = x,
+                                                      .x_stride = x_stride,
+                                                      .target_type = to_index_type(target_type),
+                                                      .target = target,
+                                                      .target_stride = target_stride,
+                                                      .ignore_index = ignore_index,
+                                                      .vocab_start = vocab_start,
+                                                      .vocab = vocab,
+                                                      .stats = reinterpret_cast<duet::ShardRowStats*>(stats),
+                                                      .stream = stream});
   });
 }
 duet_status_t duet_shard_softmax(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols, const void* x,
                                  int64_t x_stride, const float* max, const float* lse, int log_softmax, void* y,
                                  int64_t y_stride, void* stream) {
   return guarded([&] {
-    duet::ShardSoftmaxCall c;
-    c.dtype = to_dtype(dtype);
-    c.rows = rows;
-    c.cols = cols;
-    c.x = x;
-    c.x_stride = x_stride;
-    c.lse = lse;
-    c.max = max;
-    c.log_softmax = log_softmax != 0;
-    c.y = y;
-    c.y_stride = y_stride;
-    c.stream = stream;
-    duet::run(to_device(device), c);
+    duet::run(to_device(device), duet::ShardSoftmaxCall{.dtype = to_dtype(dtype),
+                                                        .rows = rows,
+                                                        .cols = cols,
+                                                        .x = x,
+                                                        .x_stride = x_stride,
+                                                        .lse = lse,
+                                                        .max = max,
+                                                        .log_softmax = log_softmax != 0,
+                                                        .y = y,
+                                                        .y_stride = y_stride,
+                                                        .stream = stream});
   });
 }
 duet_status_t duet_shard_combine(duet_device_t device, int64_t shards, int64_t rows, const float* stats,
@@ -403,24 +397,22 @@ duet_status_t duet_shard_combine(duet_device_t device, int64_t shards, int64_t r
                                  float* loss, int32_t* invalid_targets, void* workspace, size_t workspace_bytes,
                                  void* stream) {
   return guarded([&] {
-    duet::ShardCombineCall c;
-    c.shards = shards;
-    c.rows = rows;
     // The layout is ShardRowStats' (4 floats a row); alignment is checked before use.
-    c.stats = reinterpret_cast<const duet::ShardRowStats*>(stats);
-    c.target_type = to_index_type(target_type);
-    c.target = target;
-    c.target_stride = target_stride;
-    c.vocab = vocab;
-    c.options = to_options(options);
-    c.max = max;
-    c.log_sum = log_sum;
-    c.lse = lse;
-    c.loss = loss;
-    c.invalid_targets = invalid_targets;
-    c.workspace = to_workspace(workspace, workspace_bytes);
-    c.stream = stream;
-    duet::run(to_device(device), c);
+    duet::run(to_device(device), duet::ShardCombineCall{.shards = shards,
+                                                        .rows = rows,
+                                                        .stats = reinterpret_cast<const duet::ShardRowStats*>(stats),
+                                                        .target_type = to_index_type(target_type),
+                                                        .target = target,
+                                                        .target_stride = target_stride,
+                                                        .vocab = vocab,
+                                                        .options = to_options(options),
+                                                        .max = max,
+                                                        .log_sum = log_sum,
+                                                        .lse = lse,
+                                                        .loss = loss,
+                                                        .invalid_targets = invalid_targets,
+                                                        .stream = stream,
+                                                        .workspace = to_workspace(workspace, workspace_bytes)});
   });
 }
 duet_status_t duet_shard_cross_entropy_backward(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,

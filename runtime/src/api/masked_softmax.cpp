@@ -137,38 +137,34 @@ void run(const Device& dev, const MaskedSoftmaxCall& c) {
 void masked_softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                     std::int64_t x_stride, void* y, std::int64_t y_stride, float scale, const Mask& mask,
                     bool zero_masked_rows, void* stream) {
-  MaskedSoftmaxCall c;
-  c.dtype = dtype;
-  c.rows = rows;
-  c.cols = cols;
-  c.x = x;
-  c.x_stride = x_stride;
-  c.out = y;
-  c.out_stride = y_stride;
-  c.scale = scale;
-  c.mask = mask;
-  c.zero_masked_rows = zero_masked_rows;
-  c.stream = stream;
-  run(dev, c);
+  run(dev, MaskedSoftmaxCall{.dtype = dtype,
+                             .rows = rows,
+                             .cols = cols,
+                             .x = x,
+                             .x_stride = x_stride,
+                             .out = y,
+                             .out_stride = y_stride,
+                             .scale = scale,
+                             .mask = mask,
+                             .zero_masked_rows = zero_masked_rows,
+                             .stream = stream});
 }
 
 void masked_softmax_backward(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
                              std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
                              std::int64_t dx_stride, float scale, void* stream) {
-  MaskedSoftmaxCall c;
-  c.backward = true;
-  c.dtype = dtype;
-  c.rows = rows;
-  c.cols = cols;
-  c.x = y;
-  c.x_stride = y_stride;
-  c.dy = dy;
-  c.dy_stride = dy_stride;
-  c.out = dx;
-  c.out_stride = dx_stride;
-  c.scale = scale;
-  c.stream = stream;
-  run(dev, c);
+  run(dev, MaskedSoftmaxCall{.backward = true,
+                             .dtype = dtype,
+                             .rows = rows,
+                             .cols = cols,
+                             .x = y,
+                             .x_stride = y_stride,
+                             .dy = dy,
+                             .dy_stride = dy_stride,
+                             .out = dx,
+                             .out_stride = dx_stride,
+                             .scale = scale,
+                             .stream = stream});
 }
 
 }  // namespace duet

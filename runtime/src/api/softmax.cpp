@@ -217,17 +217,15 @@ void run(const Device& dev, const SoftmaxCall& c) {
 namespace {
 SoftmaxCall forward_call(Op op, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                          std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream) {
-  SoftmaxCall c;
-  c.op = op;
-  c.dtype = dtype;
-  c.rows = rows;
-  c.cols = cols;
-  c.x = x;
-  c.x_stride = x_stride;
-  c.out = y;
-  c.out_stride = y_stride;
-  c.stream = stream;
-  return c;
+  return {.op = op,
+          .dtype = dtype,
+          .rows = rows,
+          .cols = cols,
+          .x = x,
+          .x_stride = x_stride,
+          .out = y,
+          .out_stride = y_stride,
+          .stream = stream};
 }
 SoftmaxCall backward_call(Op op, DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
                           std::int64_t y_stride, const void* dy, std::int64_t dy_stride, void* dx,
