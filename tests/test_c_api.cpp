@@ -86,6 +86,77 @@ TEST_CASE("C ABI: workspace size query and calls with the caller's workspace (ho
   CHECK(std::string(duet_last_error()).find("overlap") != std::string::npos);
 }
 
+TEST_CASE("C ABI: duet_softmax_call runs the four _ws calls from one struct and checks it (host)") {
+  const duet_device_t host{DUET_BACKEND_HOST, 0};
+  float x[8] = {0, 1, 2, 3, -1, 0, 5, 2}, dy[8] = {1, 0, 0, 2, 1, -3, -1, 0};
+  alignas(16) unsigned char workspace[64];
+  auto args_of = [&](int log, int backward, const float* in, void* out) {
+    duet_softmax_args_t a{};
+    a.size = sizeof a;
+    a.log = log;
+    a.backward = backward;
+    a.dtype = DUET_F32;
+    a.rows = 2;
+    a.cols = 4;
+    a.x = in;
+    a.x_stride = 4;
+    a.dy = backward ? dy : nullptr;
+    a.dy_stride = 4;
+    a.out = out;
+    a.out_stride = 4;
+    a.workspace = workspace;
+    a.workspace_bytes = sizeof workspace;
+    return a;
+  };
+  for (int log : {0, 1}) {
+    for (uint32_t flags : {0u, DUET_CALL_DEVICES_CHECKED}) {
+      float y[8], y_call[8], dx[8], dx_call[8];
+      std::fill(std::begin(y_call), std::end(y_call), -7.0f);
+      std::fill(std::begin(dx_call), std::end(dx_call), -7.0f);
+      auto fwd = log ? duet_log_softmax_ws : duet_softmax_ws;
+      auto bwd = log ? duet_log_softmax_backward_ws : duet_softmax_backward_ws;
+      REQUIRE(fwd(host, DUET_F32, 2, 4, x, 4, y, 4, nullptr, 0, nullptr) == DUET_SUCCESS);
+      REQUIRE(bwd(host, DUET_F32, 2, 4, y, 4, dy, 4, dx, 4, nullptr, 0, nullptr) == DUET_SUCCESS);
+      duet_softmax_args_t a = args_of(log, 0, x, y_call);
+      a.flags = flags;
+      REQUIRE(duet_softmax_call(host, &a) == DUET_SUCCESS);
+      CHECK(std::equal(std::begin(y), std::end(y), std::begin(y_call)));
+      a = args_of(log, 1, y, dx_call);
+      a.flags = flags;
+      REQUIRE(duet_softmax_call(host, &a) == DUET_SUCCESS);
+      CHECK(std::equal(std::begin(dx), std::end(dx), std::begin(dx_call)));
+    }
+  }
+  // The struct is checked before anything runs, and so is the call.
+  float out[8];
+  std::fill(std::begin(out), std::end(out), -7.0f);
+  auto refused = [&](duet_softmax_args_t a, const char* says) {
+    CHECK(duet_softmax_call(host, &a) == DUET_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(std::string(duet_last_error()).find(says) != std::string::npos, duet_last_error());
+  };
+  CHECK(duet_softmax_call(host, nullptr) == DUET_ERROR_INVALID_ARGUMENT);
+  duet_softmax_args_t a = args_of(0, 0, x, out);
+  a.size = sizeof a - 8;
+  refused(a, "size");
+  a = args_of(0, 0, x, out);
+  a.backward = 2;
+  refused(a, "backward");
+  a = args_of(0, 0, x, out);
+  a.log = 3;
+  refused(a, "log");
+  a = args_of(0, 0, x, out);
+  a.flags = 2;
+  refused(a, "flags");
+  a = args_of(0, 1, x, out);
+  a.dy = nullptr;
+  refused(a, "dy");
+  refused(args_of(0, 0, x, x + 1), "overlap");
+  a = args_of(0, 0, x, out);
+  a.dtype = static_cast<duet_dtype_t>(9);
+  refused(a, "dtype");
+  CHECK(std::all_of(std::begin(out), std::end(out), [](float v) { return v == -7.0f; }));
+}
+
 namespace {
 struct Run {
   int code = -1;

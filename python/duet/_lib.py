@@ -7,6 +7,7 @@ libduet is looked for, in order: $DUET_LIBRARY; the libduet.so that
 import ctypes
 import os
 import pathlib
+import struct
 
 # duet_dtype_t and duet_backend_t of duet/duet.h
 F32, F16, BF16 = 0, 1, 2
@@ -102,7 +103,18 @@ _OPTIONAL_SIGNATURES = {
                                            _vp, _i64, _i64, _vp], _i32),
     # duet/device.hpp's copy_kernel: (device, dst, src, bytes, stream)
     "duet_copy_kernel": ([Device, _vp, _vp, _size, _vp], _i32),
+    # One softmax call from a packed duet_softmax_args_t (SOFTMAX_ARGS), passed
+    # by address: the eager fast path's entry.
+    "duet_softmax_call": ([Device, _vp], _i32),
 }
+
+# duet.h's duet_softmax_args_t as struct.pack lays it out (little-endian,
+# no padding: every field is 8 bytes or a pair of 4-byte ones): size, log,
+# backward, dtype, flags, rows, cols, x, x_stride, dy, dy_stride, out,
+# out_stride, workspace, workspace_bytes, stream. Pointers are integers (0
+# for NULL).
+SOFTMAX_ARGS = struct.Struct("<QiiiIqqQqQqQqQQQ")
+CALL_DEVICES_CHECKED = 1
 
 
 def library_path():

@@ -483,6 +483,36 @@ def test_common_call_takes_the_fast_path(monkeypatch, device):
     assert torch.equal(z.detach(), general)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_path_from_many_threads(device):
+    """The fast path packs each call's arguments into a buffer of its thread:
+    threads calling at once each get their own rows' results."""
+    import threading
+    xs = [make((16, 300 + 7 * i), torch.float32, device, seed=60 + i) for i in range(6)]
+    expected = [duet.softmax(x.t().contiguous().t()) for x in xs]  # the general path
+    results, errors = [None] * len(xs), []
+
+    def work(i):
+        try:
+            out = torch.empty_like(xs[i])
+            for _ in range(200):
+                out.fill_(float("nan"))
+                duet.softmax(xs[i], out=out)
+            results[i] = out
+        except Exception as e:  # reported below, in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sync(device)
+    assert not errors, errors
+    for i, (got, want) in enumerate(zip(results, expected)):
+        assert torch.equal(got, want), i
+
+
 class _CudaArray:
     """The least an array library offers: __cuda_array_interface__ and nothing else."""
 

@@ -102,6 +102,36 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
                                                     int64_t cols, const void* y, int64_t y_stride, const void* dy,
                                                     int64_t dy_stride, void* dx, int64_t dx_stride, void* workspace,
                                                     size_t workspace_bytes, void* stream);
+/* The four *_ws calls above through one entry, their arguments in one
+ * struct: a binding fills it at once instead of converting each argument
+ * (Python's ctypes takes about 0.1 us an argument). size must be
+ * sizeof(duet_softmax_args_t) (a struct of another size is refused, so a
+ * later version can grow it); fields not used by the call (dy in a forward)
+ * are ignored. flags: 0, or DUET_CALL_DEVICES_CHECKED where the caller
+ * vouches that x, dy and out are memory of `device` (a framework's tensors
+ * know their device): duet then skips the vendor's per-pointer device query
+ * (duet::SoftmaxCall::caller_checked_devices); every other check stays. */
+typedef struct duet_softmax_args_t {
+  uint64_t size;
+  int32_t log;      /* 0 softmax, 1 log_softmax */
+  int32_t backward; /* 0 forward (x -> out), 1 backward (x = y, dy -> out = dx) */
+  duet_dtype_t dtype;
+  uint32_t flags;
+  int64_t rows;
+  int64_t cols;
+  const void* x;
+  int64_t x_stride;
+  const void* dy;
+  int64_t dy_stride;
+  void* out;
+  int64_t out_stride;
+  void* workspace;
+  uint64_t workspace_bytes;
+  void* stream;
+} duet_softmax_args_t;
+#define DUET_CALL_DEVICES_CHECKED 1u
+DUET_API duet_status_t duet_softmax_call(duet_device_t device, const duet_softmax_args_t* args);
+
 /* Softmax over interleaved rows, as a non-last dimension holds them
  * (duet/softmax.hpp, SoftmaxCall::inner, has the layout and its rules):
  * `rows` outer rows of `inner` rows of `cols` elements; element c of row

@@ -45,6 +45,12 @@ struct SoftmaxCall {
   void* out = nullptr;         // forward: y; backward: dx
   std::int64_t out_stride = 0;
   void* stream = nullptr;
+  // Set where the caller vouches that x, dy and out are memory of dev (a
+  // framework's tensors know their device): duet then skips the vendor's
+  // query of each pointer's device, about 1 us a pointer. Null pointers,
+  // alignment, strides and overlaps are checked either way. Rows with
+  // inner = 1 only; interleaved calls always ask.
+  bool caller_checked_devices = false;
   // Interleaved rows, as softmax over a non-last dimension sees them: each
   // of `rows` outer rows holds `inner` rows of `cols` elements; element c of
   // row (r, i) of x is at x + r * x_stride + c * x_col_stride + i (elements;

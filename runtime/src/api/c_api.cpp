@@ -1,6 +1,7 @@
 // The C ABI over the C++ API: translate, call, catch everything.
 #include "duet/duet.h"
 
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <string>
@@ -245,6 +246,40 @@ duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype,
   return guarded([&] {
     duet::run(to_device(device), interleaved_call(dtype, log, rows, cols, inner, x, x_stride, x_col_stride, y, y_stride,
                                                   y_col_stride, stream));
+  });
+}
+// Bindings pack duet_softmax_args_t themselves (python/duet/_lib.py's
+// SOFTMAX_ARGS): its layout has no padding and does not change.
+static_assert(sizeof(duet_softmax_args_t) == 112);
+static_assert(offsetof(duet_softmax_args_t, flags) == 20 && offsetof(duet_softmax_args_t, rows) == 24);
+static_assert(offsetof(duet_softmax_args_t, x) == 40 && offsetof(duet_softmax_args_t, stream) == 104);
+duet_status_t duet_softmax_call(duet_device_t device, const duet_softmax_args_t* args) {
+  return guarded([&] {
+    duet::require(args != nullptr, duet::Status::invalid_argument, "args is a null pointer");
+    duet::require(args->size == sizeof(duet_softmax_args_t), duet::Status::invalid_argument, [&] {
+      return "args->size is " + std::to_string(args->size) + ", this libduet's duet_softmax_args_t has " +
+             std::to_string(sizeof(duet_softmax_args_t)) + " bytes";
+    });
+    duet::require(args->backward == 0 || args->backward == 1, duet::Status::invalid_argument,
+                  [&] { return "backward must be 0 or 1, got " + std::to_string(args->backward); });
+    duet::require((args->flags & ~DUET_CALL_DEVICES_CHECKED) == 0, duet::Status::invalid_argument,
+                  [&] { return "unknown flags " + std::to_string(args->flags); });
+    const bool backward = args->backward == 1;
+    duet::run(to_device(device), duet::SoftmaxCall{.op = to_op(args->log),
+                                                   .backward = backward,
+                                                   .dtype = to_dtype(args->dtype),
+                                                   .rows = args->rows,
+                                                   .cols = args->cols,
+                                                   .x = args->x,
+                                                   .x_stride = args->x_stride,
+                                                   .dy = backward ? args->dy : nullptr,
+                                                   .dy_stride = backward ? args->dy_stride : 0,
+                                                   .out = args->out,
+                                                   .out_stride = args->out_stride,
+                                                   .stream = args->stream,
+                                                   .caller_checked_devices =
+                                                       (args->flags & DUET_CALL_DEVICES_CHECKED) != 0,
+                                                   .workspace = duet::Workspace{args->workspace, args->workspace_bytes}});
   });
 }
 duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,

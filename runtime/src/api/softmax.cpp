@@ -49,7 +49,8 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
     return true;
   }
   detail::check_row_matrices(dev, c.dtype, c.rows, c.cols, c.x, c.x_stride, c.backward ? "y" : "x",
-                             c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, c.backward ? "dx" : "y");
+                             c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, c.backward ? "dx" : "y",
+                             !c.caller_checked_devices);
   return true;
 }
 

@@ -76,10 +76,11 @@ std::int64_t check_vocab(std::int64_t vocab_start, std::int64_t vocab, std::int6
 // The matrices of a row operation (softmax, masked softmax): x, and dy for
 // a backward (null: none), read; out written. Each non-null, aligned to its
 // elements, with a stride >= cols, an input exactly in place over out or
-// apart from it, all on `dev`. Returns out's layout.
+// apart from it, all on `dev` (asked of the vendor unless query_devices is
+// false: the caller vouches for it). Returns out's layout.
 Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                           std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
-                          const void* out, std::int64_t out_stride, const char* out_name);
+                          const void* out, std::int64_t out_stride, const char* out_name, bool query_devices = true);
 
 // The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
 // `inner` rows of `cols` elements, element c of row (r, i) at r * stride +
