@@ -2,7 +2,9 @@
 """Host time of one duet call from Python at a launch-bound size (4 x 1024
 float32), beside torch.softmax: through the fast path for plain contiguous
 tensors, and through the registered op (torch.ops.duet.*, the fast path
-switched off), alternating, several rounds (bench/NOTES.md, v24). On a GPU
+switched off), alternating, several rounds (bench/NOTES.md, v24); then an
+input that requires grad, through duet's eager autograd, the registered
+op's autograd, and torch.softmax (NOTES v40). On a GPU
 each batch of calls is queued behind a spin kernel, so that the time is the
 host's, never the GPU's.
 
@@ -149,6 +151,32 @@ def main():
                 print(f"{path:13} us a call ({args.device}): {' '.join(line)} | torch.softmax {us:.1f}", flush=True)
     finally:
         _tensor.fast_call = fast
+    # An input that requires grad (a training step's): eager autograd straight
+    # to libduet, and the registered op's autograd, against torch.softmax.
+    # Each call's graph is dropped with its output.
+    from duet import _ops
+    xg = x.clone().requires_grad_()
+    eager = getattr(_ops, "_takes_eager_autograd", None)
+    grad_calls = {"eager autograd": lambda: duet.softmax(xg), "registered op": lambda: duet.softmax(xg),
+                  "torch": lambda: torch.softmax(xg, -1)}
+    try:
+        for _ in range(args.rounds):
+            line = []
+            for name, f in grad_calls.items():
+                if eager is None and name == "eager autograd":
+                    continue  # a binding from before it
+                if eager is not None:
+                    _ops._takes_eager_autograd = eager if name == "eager autograd" else (lambda *a: False)
+                for _ in range(100):
+                    f()
+                us = us_a_call(f, args.calls, gpu)
+                times.setdefault(f"requires grad, {name}: softmax(x)", []).append(us)
+                line.append(f"{name} {us:.1f}")
+                sync()
+            print(f"requires grad us a call ({args.device}): {' | '.join(line)}", flush=True)
+    finally:
+        if eager is not None:
+            _ops._takes_eager_autograd = eager
     if args.parts:
         pieces = parts(x, y)
         for _ in range(args.rounds):

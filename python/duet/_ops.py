@@ -213,6 +213,49 @@ _compiler = getattr(torch, "compiler", None)
 _compiling = getattr(_compiler, "is_compiling", None) or (lambda: False)
 
 
+# ------------------------------------------------------------------ eager autograd
+
+class _EagerAutograd(torch.autograd.Function):
+    """softmax/log_softmax of a plain tensor that requires grad, in eager
+    mode: forward and backward straight to libduet (the fast path where the
+    tensors allow it, else the general launch). The registered op's autograd
+    does the same work behind torch's custom-op dispatch, which costs tens
+    of microseconds a call on the host (bench/NOTES.md, v40); compiled
+    graphs, functorch transforms and dispatch modes keep the registered op.
+    Once differentiable, as the registered op's backward."""
+
+    @staticmethod
+    def forward(ctx, input, log, dim):
+        output = T.fast_call(log, input, (), dim, None)  # autograd is off inside forward
+        if output is None:
+            output = _forward_kernel(log, input, dim, None)
+        ctx.save_for_backward(output)
+        ctx.log, ctx.dim = log, dim
+        return output
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (output,) = ctx.saved_tensors
+        grad_input = T.fast_call(ctx.log, output, (grad_output,), ctx.dim, None)
+        if grad_input is None:
+            grad_input = _backward_kernel(ctx.log, grad_output, output, ctx.dim, None)
+        return grad_input, None, None
+
+
+_eager_autograd = _EagerAutograd.apply
+_Tensor = torch.Tensor
+
+
+def _takes_eager_autograd(input, dtype, out):
+    """Whether a call goes through _EagerAutograd: a plain tensor of a
+    supported dtype on a device duet has seen, needing autograd, no dtype=
+    or out=, nothing intercepting torch's dispatch."""
+    return (dtype is None and out is None and type(input) is _Tensor and input.requires_grad
+            and T._is_grad_enabled() and input.dtype in T.DTYPE_CODES and input.dim() > 0 and not input.is_meta
+            and input.get_device() in T._DEVICE_OF and T.dispatch_is_plain())
+
+
 # ------------------------------------------------------------------ public functions
 
 def _coerce(t, fn, what):
@@ -237,6 +280,9 @@ def _forward(log, input, dim, dtype, out):
         result = T.fast_call(log, input, (), dim, out)
         if result is not None:
             return result
+    if _takes_eager_autograd(input, dtype, out):
+        T.normalize_dim(dim, input.dim(), NAMES[log])  # an IndexError naming dim
+        return _eager_autograd(input, log, dim)
     fn = NAMES[log]
     x = _coerce(input, fn, "input")
     T.normalize_dim(dim, x.dim(), fn)  # a TypeError/IndexError naming dim, not the dispatcher's schema error

@@ -339,6 +339,8 @@ def fast_call(log, first, others, dim, out):
             or (first.requires_grad and _is_grad_enabled())):
         return None
     index = first.get_device()
+    if index < 0 and first.is_meta:
+        return None  # the registered op's fake kernel gives meta results
     dev = _DEVICE_OF.get(index)
     numel = first.numel()
     call = _softmax_call()

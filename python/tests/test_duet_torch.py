@@ -484,6 +484,48 @@ def test_common_call_takes_the_fast_path(monkeypatch, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_eager_autograd_skips_the_registered_op(monkeypatch, device):
+    """Tensors that require grad in eager mode take _EagerAutograd (libduet
+    directly, forward and backward), not the registered op's dispatch, and
+    give bit for bit the registered op's results and gradients: last and
+    other dims, a broadcast upstream gradient, both ops, 16-bit inputs."""
+    from duet import _ops
+    cases = [("softmax", torch.float32, (32, 300), -1), ("log_softmax", torch.float32, (6, 50, 7), 1),
+             ("softmax", torch.bfloat16, (8, 4, 129), 0), ("log_softmax", torch.float16, (16, 1000), -1)]
+    wanted = []
+    for op, dtype, shape, dim in cases:  # through the registered op
+        x = make(shape, dtype, device, seed=70).requires_grad_()
+        g = make(shape, dtype, device, seed=71)
+        y = getattr(torch.ops.duet, op)(x, dim, None)
+        y.backward(g)
+        x2 = x.detach().clone().requires_grad_()
+        getattr(torch.ops.duet, op)(x2, dim, None).sum().backward()  # an expanded upstream gradient
+        wanted.append((y.detach(), x.grad, x2.grad))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the registered op ran")
+
+    monkeypatch.setattr(_ops, "_FORWARD", (refuse, refuse))
+    monkeypatch.setattr(_ops, "_BACKWARD", (refuse, refuse))
+    for (op, dtype, shape, dim), (y_want, grad_want, grad_sum_want) in zip(cases, wanted):
+        x = make(shape, dtype, device, seed=70).requires_grad_()
+        g = make(shape, dtype, device, seed=71)
+        y = getattr(duet, op)(x, dim)
+        assert type(y.grad_fn).__name__ == "_EagerAutogradBackward", (op, dim)
+        y.backward(g)
+        x2 = x.detach().clone().requires_grad_()
+        getattr(duet, op)(x2, dim).sum().backward()
+        sync(device)
+        assert torch.equal(y.detach(), y_want), (op, dtype, dim)
+        assert torch.equal(x.grad, grad_want), (op, dtype, dim)
+        assert torch.equal(x2.grad, grad_sum_want), (op, dtype, dim)
+    with pytest.raises(IndexError):
+        duet.softmax(make((4, 8), torch.float32, device).requires_grad_(), dim=2)
+    with torch.no_grad():  # no autograd: the fast path, no graph
+        assert duet.softmax(make((4, 8), torch.float32, device).requires_grad_()).grad_fn is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fast_path_from_many_threads(device):
     """The fast path packs each call's arguments into a buffer of its thread:
     threads calling at once each get their own rows' results."""
