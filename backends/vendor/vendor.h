@@ -22,6 +22,7 @@
 //   DUET_FAST_EXP2(x)         2^x on the hardware unit
 //   DUET_RAW16, DUET_RAW16_WORD, DUET_RAW16_MAKE   16 bytes as one register value
 //   DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING   cache hints
+//   DUET_STORE_WORDS          one store instruction for a pack's words
 //   DUET_FULL_MASK            the shuffle mask
 //   duet::vendor::            kName, memory_type, launch_cluster, max_active_clusters
 //

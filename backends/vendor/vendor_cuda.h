@@ -68,6 +68,11 @@ inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block
 #define DUET_LOAD_KEEP(p) duet_load_keep(p)
 #define DUET_LOAD_LAST_USE(p) __ldcs(p)
 #define DUET_STORE_STREAMING(p, v) __stcs((p), (v))
+// One store instruction for a pack's words (uint4 or uint2), with the
+// default write-back policy: a pack built element by element and stored
+// through its type can come out as one store an element (bench/NOTES.md,
+// v42).
+#define DUET_STORE_WORDS(p, v) __stwb((p), (v))
 // Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
 // "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
 #define DUET_DEVICE_WARP_SIZE 32

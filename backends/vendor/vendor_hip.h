@@ -107,3 +107,4 @@ typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 #define DUET_LOAD_KEEP(p) (*(p))
 #define DUET_LOAD_LAST_USE(p) __builtin_nontemporal_load(p)
 #define DUET_STORE_STREAMING(p, v) __builtin_nontemporal_store((v), (p))
+#define DUET_STORE_WORDS(p, v) (*(p) = (v))

@@ -149,6 +149,20 @@ __device__ __forceinline__ V load_hinted(const V* p) {
   else
     return DUET_LOAD_LAST_USE(p);
 }
+// A pack written with one store of its words: 16 bytes as DUET_RAW16, 8
+// bytes as two 32-bit words; smaller packs as they are.
+template <class V>
+__device__ __forceinline__ void store_words(V* p, const V& v) {
+  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+    DUET_STORE_WORDS(p, v);
+  } else if constexpr (sizeof(V) == 8 && alignof(V) == 8) {
+    uint2 w;
+    __builtin_memcpy(&w, &v, 8);
+    DUET_STORE_WORDS(reinterpret_cast<uint2*>(p), w);
+  } else {
+    *p = v;
+  }
+}
 template <class V>
 __device__ __forceinline__ void store_streaming(V* p, const V& v) {
   if constexpr (std::is_same_v<V, DUET_RAW16>)

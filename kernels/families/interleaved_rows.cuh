@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
     };
     const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
     const auto store = [&](std::int64_t c, auto value) {
-      *reinterpret_cast<V*>(out + c * a.out_col_stride) = make_pack<T, V>(value);
+      store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>(value));
     };
     // A thread's state per row of its lane: the max and, after the sums,
     // 1/s (softmax) or log s (log_softmax), which forward_value reads.
