@@ -369,7 +369,7 @@ def fast_call(log, first, others, dim, out):
     packed = _PACKED
     _pack_into(packed.buffer, 0, _ARGS_SIZE, log, backward, code, _DEVICES_CHECKED, rows, cols,
                first.data_ptr(), cols, others[0].data_ptr() if backward else 0, cols, result.data_ptr(), cols,
-               ws_ptr or 0, ws_bytes, stream or 0)
+               ws_ptr or 0, ws_bytes, stream)
     status = call(dev, packed.address)
     if status:
         _lib.check(status)

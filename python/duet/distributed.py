@@ -268,7 +268,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
         lse = torch.empty(x2.shape[0], dtype=torch.float32, device=input.device)
         loss = torch.empty(x2.shape[0] if reduction == "none" else (), dtype=torch.float32, device=input.device)
         FL.launch_shard_combine(every, target, vocab, ignore_index, reduction, label_smoothing, z_loss, None, None, lse,
-                               loss, fn)
+                                loss, fn)
         ctx.options = (start, vocab, ignore_index, reduction, label_smoothing, z_loss)
         ctx.inplace = inplace
         if inplace:
@@ -277,7 +277,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
             one = torch.ones(input.shape[0] if reduction == "none" else (), dtype=torch.float32,
                              device=input.device)
             FL.launch_shard_cross_entropy_backward(x2, target, lse, one, x2, start, vocab, ignore_index,
-                                                  reduction, label_smoothing, z_loss, fn)
+                                                   reduction, label_smoothing, z_loss, fn)
             # Autograd's record that input changed (torch >= 2.1), so a layer
             # that saved the logits for its backward is refused, not misled.
             if hasattr(torch.autograd.graph, "increment_version"):
@@ -299,7 +299,7 @@ class _ShardCrossEntropy(torch.autograd.Function):
             start, vocab, ignore_index, reduction, label_smoothing, z_loss = ctx.options
             grad = torch.empty_like(input)
             FL.launch_shard_cross_entropy_backward(input, target, lse, grad_loss, grad, start, vocab, ignore_index,
-                                                  reduction, label_smoothing, z_loss, "cross_entropy")
+                                                   reduction, label_smoothing, z_loss, "cross_entropy")
         return grad, None, None, None, None, None, None, None, None, None, None
 
 
