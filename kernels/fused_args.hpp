@@ -25,7 +25,28 @@ enum class FusedOp : int {
   // whole rows' combined_max, log_sum, lse and loss (kernels/shard_combine.hpp).
   // Not a row kernel of the catalogue: no plan, one thread a row.
   shard_combine = 6,
+  // softmax or log_softmax (log_softmax = 1) of 16-bit x (dtype) written
+  // as float32: torch's softmax(x, dim, dtype=torch.float32) in one pass.
+  widening_softmax = 7,
+  // Its backward: dx of the 16-bit dtype from float32 y (x) and dy.
+  widening_softmax_backward = 8,
 };
+
+// The dtype of each tensor of a row operation: `dtype` (FusedArgs::dtype,
+// a catalogue entry's), but float32 for the widening softmax's y, dy and
+// the backward's input y.
+constexpr DType fused_x_dtype(FusedOp op, DType dtype) {
+  return op == FusedOp::widening_softmax_backward ? DType::f32 : dtype;
+}
+constexpr DType fused_dy_dtype(FusedOp op, DType dtype) {
+  return op == FusedOp::widening_softmax_backward ? DType::f32 : dtype;
+}
+constexpr DType fused_out_dtype(FusedOp op, DType dtype) { return op == FusedOp::widening_softmax ? DType::f32 : dtype; }
+constexpr bool widening(FusedOp op) {
+  return op == FusedOp::widening_softmax || op == FusedOp::widening_softmax_backward;
+}
+// Elements of a vector-path pack: one 16-byte access of x.
+constexpr int fused_vec16(FusedOp op, DType dtype) { return dtype_vec16(fused_x_dtype(op, dtype)); }
 
 enum class MaskKind : int {
   none = 0,
@@ -88,7 +109,7 @@ struct FusedArgs {
   std::int64_t shards = 0;          // shard_combine: shards whose statistics stats holds
   float* combined_max = nullptr;    // shard_combine, optional: each row's M
   float* log_sum = nullptr;         // shard_combine, optional: each row's log S
-  int log_softmax = 0;     // shard_softmax: 1 writes x - lse
+  int log_softmax = 0;     // shard_softmax, widening_softmax(_backward): 1 is log_softmax's
   const float* row_max = nullptr;  // shard_softmax, optional: lse is then log S of x - row_max
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
 };

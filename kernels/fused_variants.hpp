@@ -63,11 +63,11 @@ inline constexpr int kFusedRegisterCap = 64;
 // dy) or four running sums (cross-entropy's forward) and keep half as many,
 // which fit kFusedRegisterCap without spilling (ptxas -v, sm_90).
 constexpr bool fused_light(FusedOp op, MaskKind mask) {
-  return op == FusedOp::cross_entropy_backward || op == FusedOp::shard_softmax ||
+  return op == FusedOp::cross_entropy_backward || op == FusedOp::shard_softmax || op == FusedOp::widening_softmax ||
          (op == FusedOp::masked_softmax && (mask == MaskKind::none || mask == MaskKind::causal));
 }
 constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
-  return op == FusedOp::masked_softmax_backward ||
+  return op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward ||
          (op == FusedOp::masked_softmax && (mask == MaskKind::additive || mask == MaskKind::boolean));
 }
 
@@ -112,7 +112,7 @@ constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
 
 // The op kinds in catalogue order: masked_softmax with each mask, then the
 // other operations.
-inline constexpr std::array<std::pair<FusedOp, MaskKind>, 9> kFusedOpKinds{{
+inline constexpr std::array<std::pair<FusedOp, MaskKind>, 11> kFusedOpKinds{{
     {FusedOp::masked_softmax, MaskKind::none},
     {FusedOp::masked_softmax, MaskKind::additive},
     {FusedOp::masked_softmax, MaskKind::boolean},
@@ -122,21 +122,33 @@ inline constexpr std::array<std::pair<FusedOp, MaskKind>, 9> kFusedOpKinds{{
     {FusedOp::cross_entropy_backward, MaskKind::none},
     {FusedOp::shard_stats, MaskKind::none},
     {FusedOp::shard_softmax, MaskKind::none},
+    {FusedOp::widening_softmax, MaskKind::none},
+    {FusedOp::widening_softmax_backward, MaskKind::none},
 }};
+
+// The dtypes an op kind is compiled for: every one, but only the 16-bit
+// ones for the widening softmax (float32 into float32 is plain softmax).
+constexpr DType fused_first_dtype(FusedOp op) { return widening(op) ? DType::f16 : DType::f32; }
+constexpr int fused_dtypes(FusedOp op) { return 3 - static_cast<int>(fused_first_dtype(op)); }
 
 constexpr int fused_variants_per_kind() {
   // vector, vector with edges, then scalar
   return 2 * (int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 1) + 3;
 }
-inline constexpr int kFusedVariantCount = int(kFusedOpKinds.size()) * 3 * fused_variants_per_kind();
+constexpr int fused_variant_count() {
+  int n = 0;
+  for (const auto& kind : kFusedOpKinds) n += fused_dtypes(kind.first) * fused_variants_per_kind();
+  return n;
+}
+inline constexpr int kFusedVariantCount = fused_variant_count();
 
 constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
   std::array<FusedVariant, kFusedVariantCount> out{};
   int i = 0;
   for (const auto& [op, mask] : kFusedOpKinds)
-    for (int d = 0; d < 3; ++d) {
+    for (int d = static_cast<int>(fused_first_dtype(op)); d < 3; ++d) {
       const DType dt = static_cast<DType>(d);
-      const int vec = dtype_vec16(dt);
+      const int vec = fused_vec16(op, dt);
       for (const bool edges : {false, true}) {
         for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
           const auto shape = fused_group_shape(op, mask, g, edges);
@@ -175,7 +187,9 @@ constexpr int find_fused_variant(const FusedVariant& want) {
 // row to row: the row strides, and a mask's batch, head and query strides
 // against the rows' strides over those dimensions (checked only where the
 // dimension has more than one index, so a broadcast over a single head
-// passes). A pointer that is not a whole number of elements fails. The row
+// passes). Offsets count each tensor's own elements (the widening
+// softmax's float32 and 16-bit tensors: a pack of either starts at the
+// same column). A pointer that is not a whole number of elements fails. The row
 // length is free; rows that are not whole packs from their start
 // (fused_rows_on_packs) take the entries with edges.
 inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
@@ -184,14 +198,16 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
   const auto mod = [v](std::int64_t n) { return ((n % v) + v) % v; };
   const auto phase = [vec](const void* p, std::int64_t elem) { return pack_phase(p, int(elem), vec); };
   const std::int64_t es = dtype_size(a.dtype);
-  const std::int64_t x_phase = phase(a.x, es);
+  const std::int64_t x_phase = phase(a.x, dtype_size(fused_x_dtype(a.op, a.dtype)));
   if (x_phase < 0) return false;
-  // A second tensor indexed row * stride as x is.
-  const auto same_rows = [&](const void* p, std::int64_t stride) {
-    return rows_congruent(int(es), vec, a.rows, a.x, a.x_stride, p, stride);
+  // A second tensor (elements of `dtype`) indexed row * stride as x is.
+  const auto same_rows = [&](const void* p, std::int64_t stride, DType dtype) {
+    return phase(p, dtype_size(dtype)) == x_phase && (a.rows <= 1 || mod(stride - a.x_stride) == 0);
   };
-  if (a.out != nullptr && !same_rows(a.out, a.out_stride)) return false;
-  if (a.op == FusedOp::masked_softmax_backward && !same_rows(a.dy, a.dy_stride)) return false;
+  if (a.out != nullptr && !same_rows(a.out, a.out_stride, fused_out_dtype(a.op, a.dtype))) return false;
+  if ((a.op == FusedOp::masked_softmax_backward || a.op == FusedOp::widening_softmax_backward) &&
+      !same_rows(a.dy, a.dy_stride, fused_dy_dtype(a.op, a.dtype)))
+    return false;
   if (a.op == FusedOp::masked_softmax && (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
     // Row r is query i of head h of batch b: x's row starts at
     // ((b * heads + h) * seq_q + i) * x_stride, the mask's at
@@ -211,7 +227,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
 // fused_rows_congruent, so is every other tensor's). The vector entries
 // without edges need it.
 inline bool fused_rows_on_packs(const FusedArgs& a, int vec) {
-  return vec <= 1 || rows_on_packs(dtype_size(a.dtype), vec, a.rows, a.cols, a.x, a.x_stride);
+  return vec <= 1 || rows_on_packs(dtype_size(fused_x_dtype(a.op, a.dtype)), vec, a.rows, a.cols, a.x, a.x_stride);
 }
 
 DUET_API std::string to_string(FusedOp op);

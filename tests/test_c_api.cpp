@@ -6,6 +6,8 @@
 #include <array>
 #include <iterator>
 #include <cstdio>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <sys/wait.h>
@@ -136,7 +138,7 @@ TEST_CASE("C ABI: duet_softmax_call runs the four _ws calls from one struct and 
   };
   CHECK(duet_softmax_call(host, nullptr) == DUET_ERROR_INVALID_ARGUMENT);
   duet_softmax_args_t a = args_of(0, 0, x, out);
-  a.size = sizeof a - 8;
+  a.size = sizeof a - 4;
   refused(a, "size");
   a = args_of(0, 0, x, out);
   a.backward = 2;
@@ -145,7 +147,7 @@ TEST_CASE("C ABI: duet_softmax_call runs the four _ws calls from one struct and 
   a.log = 3;
   refused(a, "log");
   a = args_of(0, 0, x, out);
-  a.flags = 2;
+  a.flags = 4;
   refused(a, "flags");
   a = args_of(0, 1, x, out);
   a.dy = nullptr;
@@ -154,7 +156,57 @@ TEST_CASE("C ABI: duet_softmax_call runs the four _ws calls from one struct and 
   a = args_of(0, 0, x, out);
   a.dtype = static_cast<duet_dtype_t>(9);
   refused(a, "dtype");
+  a = args_of(0, 0, x, out);
+  a.size = DUET_SOFTMAX_ARGS_V1_SIZE;  // the struct before out_dtype has no room for it
+  a.flags = DUET_CALL_OUT_DTYPE;
+  refused(a, "DUET_CALL_OUT_DTYPE");
+  a = args_of(0, 0, x, out);
+  a.reserved = 1;
+  refused(a, "reserved");
+  a = args_of(0, 0, x, out);
+  a.flags = DUET_CALL_OUT_DTYPE;
+  a.out_dtype = DUET_BF16;  // f32 into bf16 is not a widening
+  CHECK(duet_softmax_call(host, &a) == DUET_ERROR_UNSUPPORTED);
   CHECK(std::all_of(std::begin(out), std::end(out), [](float v) { return v == -7.0f; }));
+}
+
+TEST_CASE("C ABI: duet_softmax_call with DUET_CALL_OUT_DTYPE widens bf16 into float32, and the old struct still runs") {
+  const duet_device_t host{DUET_BACKEND_HOST, 0};
+  const float values[8] = {0, 1, 2, 3, -1, 0, 5, 2};  // exact in bf16
+  std::uint16_t x16[8];
+  for (int i = 0; i < 8; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    x16[i] = static_cast<std::uint16_t>(bits >> 16);
+  }
+  float want[8], got[8];
+  REQUIRE(duet_softmax(host, DUET_F32, 2, 4, values, 4, want, 4, nullptr) == DUET_SUCCESS);
+  duet_softmax_args_t a{};
+  a.size = sizeof a;
+  a.dtype = DUET_BF16;
+  a.flags = DUET_CALL_OUT_DTYPE;
+  a.out_dtype = DUET_F32;
+  a.rows = 2;
+  a.cols = 4;
+  a.x = x16;
+  a.x_stride = 4;
+  a.out = got;
+  a.out_stride = 4;
+  std::fill(std::begin(got), std::end(got), -7.0f);
+  REQUIRE(duet_softmax_call(host, &a) == DUET_SUCCESS);
+  for (int i = 0; i < 8; ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  // A caller built against the struct before out_dtype: out is of dtype.
+  std::uint16_t y16[8] = {};
+  a.size = DUET_SOFTMAX_ARGS_V1_SIZE;
+  a.flags = 0;
+  a.out = y16;
+  REQUIRE(duet_softmax_call(host, &a) == DUET_SUCCESS);
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t bits = std::uint32_t(y16[i]) << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    CHECK(v == doctest::Approx(want[i]).epsilon(1e-2));
+  }
 }
 
 namespace {

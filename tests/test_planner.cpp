@@ -495,11 +495,12 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
     for (const auto& [op, mask] : kFusedOpKinds)
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (std::int64_t cols : lengths) {
+          if (widening(op) && dt == DType::f32) continue;  // compiled for 16-bit input only
           const FusedPlan p = plan_fused(*dev, fused_shape(op, mask, dt, 1000, cols, true));
           const FusedVariant& v = kFusedCatalogue[std::size_t(p.launch.variant)];
           const std::int64_t body = cols / v.vec;
           INFO(dev->name, " ", p.kernel, " cols ", cols);
-          CHECK(v.vec == dtype_vec16(dt));
+          CHECK(v.vec == fused_vec16(op, dt));  // 16 bytes of x
           CHECK(v.edges == (cols % v.vec != 0));
           if (v.strategy == FusedStrategy::group_rows) {
             CHECK(std::int64_t(v.group) * v.vpt >= body);
@@ -511,6 +512,57 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
             CHECK(p.launch.geometry.block == kFusedStreamBlock);
           }
         }
+}
+
+TEST_CASE("fused planner: the widening softmax packs 16 bytes of x, its tensors' offsets in their own elements") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  // Packs of 8 bf16 x forward, 4 float32 y backward.
+  const FusedPlan fwd = plan_fused(h100, fused_shape(FusedOp::widening_softmax, MaskKind::none, DType::bf16, 64, 4096, true));
+  CHECK(kFusedCatalogue[std::size_t(fwd.launch.variant)].vec == 8);
+  const FusedPlan bwd =
+      plan_fused(h100, fused_shape(FusedOp::widening_softmax_backward, MaskKind::none, DType::f16, 64, 4096, true));
+  CHECK(kFusedCatalogue[std::size_t(bwd.launch.variant)].vec == 4);
+  CHECK(bwd.kernel.find("widening_softmax_backward,f16,vec4") != std::string::npos);
+  CHECK_THROWS_AS(plan_fused(h100, fused_shape(FusedOp::widening_softmax, MaskKind::none, DType::f32, 64, 4096, true)),
+                  Error);
+  CHECK_THROWS_AS(plan_fused(h100, fused_shape(FusedOp::shard_combine, MaskKind::none, DType::f32, 64, 4096, true)),
+                  Error);
+
+  FusedArgs a;
+  a.op = FusedOp::widening_softmax;
+  a.dtype = DType::bf16;
+  a.rows = 16;
+  a.cols = 1025;
+  a.x = at(3, 2);
+  a.out = at(3, 4);  // each 3 of its elements past a 256-byte boundary
+  a.x_stride = a.out_stride = 1025;
+  CHECK(detail::fused_vector_ok(a));
+  CHECK(detail::fused_row_edges(a));
+  a.out = at(7, 4);  // 7 floats on: 4 more than x's 3, not a pack of 8
+  CHECK_FALSE(detail::fused_vector_ok(a));
+  a.out = at(11, 4);  // 11 floats on: a whole pack of 8 more
+  CHECK(detail::fused_vector_ok(a));
+  a.out_stride = 1029;
+  CHECK_FALSE(detail::fused_vector_ok(a));  // strides 4 apart
+
+  FusedArgs b;
+  b.op = FusedOp::widening_softmax_backward;
+  b.dtype = DType::bf16;
+  b.rows = 8;
+  b.cols = 64;
+  b.x = at(1, 4);  // y and dy float32, dx bf16: offsets modulo 4
+  b.dy = at(5, 4);
+  b.out = at(9, 2);
+  b.x_stride = b.dy_stride = b.out_stride = 64;
+  CHECK(detail::fused_vector_ok(b));
+  CHECK(detail::fused_row_edges(b));
+  b.out = at(2, 2);
+  CHECK_FALSE(detail::fused_vector_ok(b));
+  b.x = at(0, 4);
+  b.dy = at(4, 4);
+  b.out = at(8, 2);
+  CHECK(detail::fused_vector_ok(b));
+  CHECK_FALSE(detail::fused_row_edges(b));
 }
 
 TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row") {

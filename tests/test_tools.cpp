@@ -318,6 +318,21 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec8,v4,edges>"));
   CHECK(has(odd.out, "one online (max, sum) pass (nothing to write)"));
 
+  // softmax(x, dtype=torch.float32) of bf16 logits and its backward: 16
+  // bytes of x a pack, 8 bf16 forward, 4 float32 y backward.
+  const Result widening = deviceinfo("--props " + quoted(h100) + " --op widening_softmax --plan 64x4097:bf16 --json");
+  REQUIRE(widening.code == 0);
+  CHECK(json::parse(widening.out)["plans"].at(0)["variant"] == "block_row<widening_softmax,bf16,vec8,v4,edges>");
+  const Result widening_bwd =
+      deviceinfo("--props " + quoted(h100) + " --op widening_softmax --backward --plan 64x4097:bf16 --json");
+  REQUIRE(widening_bwd.code == 0);
+  const auto wb = json::parse(widening_bwd.out)["plans"].at(0);
+  CHECK(wb["backward"] == true);
+  CHECK(wb["variant"] == "block_row<widening_softmax_backward,bf16,vec4,v4,edges>");
+  const Result widening_f32 = deviceinfo("--props " + quoted(h100) + " --op widening_softmax --plan 64x4097:f32");
+  CHECK(widening_f32.code != 0);
+  CHECK(has(widening_f32.out, "widens f16 or bf16, not f32"));
+
   // A boolean mask over rows of 4096 bf16: one block a row.
   const Result masked = deviceinfo("--props " + quoted(h100) + " --op masked_softmax --plan 65536x4096:bf16");
   REQUIRE(masked.code == 0);

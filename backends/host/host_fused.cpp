@@ -1,6 +1,7 @@
 // The host backend's fused row operations (kernels/fused_args.hpp): scaled,
 // masked softmax forward and backward, cross-entropy forward and backward,
-// the vocabulary-parallel halves (a shard's statistics, its softmax from the
+// the widening softmax (16-bit x, float32 y) and its backward, the
+// vocabulary-parallel halves (a shard's statistics, its softmax from the
 // whole rows' lse), in float32 arithmetic over f32/f16/bf16 storage, rows in
 // parallel on the backend's thread pool.
 //
@@ -260,6 +261,65 @@ void masked_softmax_backward_rows(const FusedArgs& a, std::int64_t begin, std::i
   }
 }
 
+// ------------------------------------------------------------- widening softmax
+
+// softmax or log_softmax of x (storage S) into float32 y; a row with a NaN,
+// or whose every element is -inf, is NaN (as masked_softmax_rows).
+template <class S>
+void widening_softmax_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
+  alignas(64) float v[kChunk];
+  for (std::int64_t r = begin; r < end; ++r) {
+    const S* x = row_of<S>(a.x, r, a.x_stride);
+    float* y = row_of<float>(a.out, r, a.out_stride);
+    const Online o = row_online(x, a.cols, nullptr, v);
+    if (o.nan || o.max == -kInf) {
+      std::fill(y, y + a.cols, kNaN);
+      continue;
+    }
+    const float m = o.max;
+    const float log_s = float(std::log(o.sum));
+    const float inv = float(1.0 / o.sum);
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      load(x + c, n, y + c);
+      if (a.log_softmax != 0) {
+        for (std::int64_t k = 0; k < n; ++k) y[c + k] = (y[c + k] - m) - log_s;
+      } else {
+        exp_affine(y + c, n, m, inv, 0.0f);
+      }
+    }
+  }
+}
+
+// Its backward: dx (storage S) from float32 y and dy: softmax's
+// y (dy - sum(dy y)), log_softmax's dy - exp(y) sum(dy).
+template <class S>
+void widening_softmax_backward_rows(const FusedArgs& a, std::int64_t begin, std::int64_t end) {
+  alignas(64) float t[kChunk];
+  const bool log = a.log_softmax != 0;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const float* y = row_of<float>(a.x, r, a.x_stride);
+    const float* g = row_of<float>(a.dy, r, a.dy_stride);
+    double dot = 0.0;
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      for (std::int64_t k = 0; k < n; ++k) t[k] = log ? g[c + k] : g[c + k] * y[c + k];
+      dot += chunk_sum(t, n);
+    }
+    const float s = float(dot);
+    S* dx = row_of<S>(a.out, r, a.out_stride);
+    for (std::int64_t c = 0; c < a.cols; c += kChunk) {
+      const std::int64_t n = std::min(kChunk, a.cols - c);
+      if (log) {
+        for (std::int64_t k = 0; k < n; ++k) t[k] = g[c + k] - fast_exp(y[c + k]) * s;
+      } else {
+        for (std::int64_t k = 0; k < n; ++k) t[k] = y[c + k] * (g[c + k] - s);
+      }
+      store(t, n, dx + c);
+    }
+  }
+}
+
 // ------------------------------------------------------------- cross-entropy
 
 std::int64_t target_of(const FusedArgs& a, std::int64_t row) {
@@ -493,6 +553,12 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch&, void*)
         case FusedOp::shard_softmax:
           return for_rows(args.rows, row_bytes * 2,
                           [&](std::int64_t b, std::int64_t e) { shard_softmax_rows<S>(args, b, e); });
+        case FusedOp::widening_softmax:  // 16-bit x in, float32 y out
+          return for_rows(args.rows, row_bytes * 3,
+                          [&](std::int64_t b, std::int64_t e) { widening_softmax_rows<S>(args, b, e); });
+        case FusedOp::widening_softmax_backward:  // float32 y and dy in, 16-bit dx out
+          return for_rows(args.rows, row_bytes * 5,
+                          [&](std::int64_t b, std::int64_t e) { widening_softmax_backward_rows<S>(args, b, e); });
         case FusedOp::shard_combine: return shard_combine(args);  // taken before the dtype's dispatch
       }
       throw Error(Status::invalid_argument, "unknown fused op code " + std::to_string(static_cast<int>(args.op)));

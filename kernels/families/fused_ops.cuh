@@ -9,7 +9,7 @@
 // row and shift: Scalar(body)), and offers:
 //   kSoftmax   the row needs an online (max, sum) pair of its values
 //   kSums      plain sums it needs besides (0..2, RowAcc::a and ::b)
-//   Elem       the storage type of the row's elements
+//   Elem       the storage type of x's elements (x's packs set a row's head)
 //   Item       the packs of one position: x, and dy or a mask pack
 //   Scalar     the same op's policy on single elements (PACK = 1)
 //   load<H>(it, p)          loads pack p of every tensor
@@ -550,6 +550,114 @@ struct ShardSoftmaxOp : LogitPacks<T, PACK> {
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
 
+// ------------------------------------------------------------ widening softmax
+// softmax or log_softmax of 16-bit x written as float32, and its backward
+// from float32 y and dy into a 16-bit dx: torch's softmax(x, dim,
+// dtype=torch.float32) and its gradient, the cast in the same pass. Packs
+// are 16 bytes of x: the forward's PACK 16-bit elements leave as PACK / 4
+// 16-byte words of float32, the backward's PACK = 4 floats of y and dy
+// as one 8-byte pack of dx.
+
+// Values 0..PACK-1 written as float32 from `out`: whole 16-byte words
+// where PACK is a multiple of 4, else one float at a time.
+template <int PACK, class Value>
+__device__ __forceinline__ void store_floats(float* out, const Value& value, bool streaming) {
+  if constexpr (PACK % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < PACK / 4; ++q)
+      store_pack(reinterpret_cast<DUET_RAW16*>(out) + q,
+                 make_pack<float, DUET_RAW16>([&](int e) { return value(4 * q + e); }), streaming);
+  } else {
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) out[e] = value(e);
+  }
+}
+
+struct WideningFinal {
+  float m, inv_s, log_s;
+};
+
+template <class T, int PACK>
+struct WideningSoftmaxOp : LogitPacks<T, PACK> {
+  static constexpr bool kSoftmax = true;
+  static constexpr int kSums = 0;
+  using Scalar = WideningSoftmaxOp<T, 1>;
+  using Final = WideningFinal;
+  using Base = LogitPacks<T, PACK>;
+  using typename Base::V;
+  using typename Base::Item;
+  float* out;
+  int log;
+
+  __device__ __forceinline__ WideningSoftmaxOp(const FusedArgs& a, std::int64_t row, int shift)
+      : Base{fused_row<T, V>(a.x, row, a.x_stride, shift)},
+        out(static_cast<float*>(a.out) + row * a.out_stride + shift),
+        log(a.log_softmax) {}
+  template <int P>
+  __device__ __forceinline__ explicit WideningSoftmaxOp(const WideningSoftmaxOp<T, P>& o)
+      : Base{reinterpret_cast<const V*>(o.x)}, out(o.out), log(o.log) {}
+
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
+    online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(it.x, e); });
+  }
+  __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.m, 1.0f / r.s, logf(r.s)}; }
+  __device__ __forceinline__ bool writes() const { return true; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
+    store_floats<PACK>(
+        out + p * PACK,
+        [&](int e) { return forward_value(element<T>(it.x, e), f.m, f.inv_s, f.log_s, log); }, streaming);
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
+template <class T, int PACK>
+struct WideningSoftmaxBackwardOp {
+  static constexpr bool kSoftmax = false;
+  static constexpr int kSums = 1;
+  using Elem = float;  // x is y, float32
+  using F = PackWords<float, PACK>;
+  using V = PackWords<T, PACK>;
+  using Scalar = WideningSoftmaxBackwardOp<T, 1>;
+  struct Item {
+    F y, dy;
+  };
+  using Final = DotFinal;
+  const F* y;
+  const F* dy;
+  V* out;
+  int log;
+
+  __device__ __forceinline__ WideningSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row, int shift)
+      : y(fused_row<float, F>(a.x, row, a.x_stride, shift)),
+        dy(fused_row<float, F>(a.dy, row, a.dy_stride, shift)),
+        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
+        log(a.log_softmax) {}
+  template <int P>
+  __device__ __forceinline__ explicit WideningSoftmaxBackwardOp(const WideningSoftmaxBackwardOp<T, P>& o)
+      : y(reinterpret_cast<const F*>(o.y)),
+        dy(reinterpret_cast<const F*>(o.dy)),
+        out(reinterpret_cast<V*>(o.out)),
+        log(o.log) {}
+
+  template <LoadHint H>
+  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
+    it.y = load_hinted<H>(y + p);
+    it.dy = load_hinted<H>(dy + p);
+  }
+  __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) acc.a += backward_term(element<float>(it.y, e), element<float>(it.dy, e), log);
+  }
+  __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.a}; }
+  __device__ __forceinline__ bool writes() const { return true; }
+  __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool) const {
+    store_words(out + p, make_pack<T, V>([&](int e) {
+                  return backward_value(element<float>(it.y, e), element<float>(it.dy, e), f.dot, log);
+                }));
+  }
+  __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
+};
+
 // The policy of catalogue entry (op, mask).
 template <FusedOp OP, MaskKind MASK, class T, int PACK>
 struct OpOf;
@@ -577,6 +685,15 @@ struct OpOf<FusedOp::shard_stats, MASK, T, PACK> {
 template <MaskKind MASK, class T, int PACK>
 struct OpOf<FusedOp::shard_softmax, MASK, T, PACK> {
   using type = ShardSoftmaxOp<T, PACK>;
+};
+
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::widening_softmax, MASK, T, PACK> {
+  using type = WideningSoftmaxOp<T, PACK>;
+};
+template <MaskKind MASK, class T, int PACK>
+struct OpOf<FusedOp::widening_softmax_backward, MASK, T, PACK> {
+  using type = WideningSoftmaxBackwardOp<T, PACK>;
 };
 
 }  // namespace duet::DUET_NS::kernels

@@ -115,6 +115,12 @@ _OPTIONAL_SIGNATURES = {
 # for NULL).
 SOFTMAX_ARGS = struct.Struct("<QiiiIqqQqQqQqQQQ")
 CALL_DEVICES_CHECKED = 1
+# The same struct with out_dtype and reserved after stream, read by libduet
+# where flags has CALL_OUT_DTYPE (out of another dtype than x: the widening
+# calls, duet::SoftmaxCall::out_dtype). The fast path packs the shorter one,
+# which every libduet with duet_softmax_call takes.
+SOFTMAX_ARGS_OUT_DTYPE = struct.Struct("<QiiiIqqQqQqQqQQQiI")
+CALL_OUT_DTYPE = 2
 
 
 def library_path():

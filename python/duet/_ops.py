@@ -21,10 +21,11 @@ to one, those after to one of unit stride: every contiguous tensor); other
 layouts are copied first. Results are laid out as torch.softmax lays them
 out (the input's strides where it is dense).
 
-Interim path, not yet fused into the kernels (the schemas already carry
-`dtype`, so a fused kernel replaces it without a new signature):
-  * dtype=: the input is cast by torch (a copy), and duet runs in place over
-    that copy, which becomes the result.
+dtype=float32 of f16/bf16 input (torch's softmax(x, dim, dtype=torch.float32))
+runs the cast inside the kernel's one pass, forward and backward (the
+gradient leaves in the input's dtype), wherever the result has rows over
+`dim`; other casts, and the interleaved layouts, cast first with torch (a
+copy) and run duet in place over that copy, which becomes the result.
 """
 import torch
 from torch.autograd.function import once_differentiable
@@ -53,6 +54,13 @@ def _forward_kernel(log, input, dim, dtype, out=None, run=True):
     if input.dtype == result_dtype:
         x = input
         y = T.result_like(x, dim, result_dtype) if out is None else out
+    elif T.widens(input.dtype, result_dtype) and T.has_rows(input, dim):
+        # f16/bf16 into float32: the kernel reads x as it is and writes y
+        # as float32, one pass.
+        y = T.result_like(input, dim, result_dtype) if out is None else out
+        if not run or T.launch_widening(log, (input,), y, dim, fn):
+            return y
+        x = input.to(result_dtype)
     elif out is None and run:
         # The cast is a fresh tensor laid out as the result would be: the
         # kernel runs in place over it, so the call holds one result-sized
@@ -77,6 +85,12 @@ def _backward_kernel(log, grad_output, output, dim, input_dtype, out=None, run=T
     dim = T.normalize_dim(dim, output.dim(), fn)
     if out is not None:
         T.check_like(output, out, fn, "out", "output")
+    if out is None and input_dtype is not None and T.widens(input_dtype, output.dtype) and T.has_rows(output, dim):
+        # The forward widened f16/bf16 into float32: dx in the input's
+        # dtype, the cast in the kernel's pass.
+        dx = T.result_like(output, dim, input_dtype)
+        if not run or T.launch_widening(log, (output, grad_output), dx, dim, fn):
+            return dx
     dx = T.result_like(output, dim, output.dtype) if out is None else out
     if run:
         T.launch_over(log, (output, grad_output), dx, dim, fn)
@@ -320,8 +334,9 @@ def softmax(input, dim=-1, dtype=None, *, out=None):
 
     input: float32, float16 or bfloat16 (any dtype with dtype= one of those),
     on a CUDA/ROCm device or the CPU (duet's host backend), or an object with
-    __cuda_array_interface__. dtype: cast input to it first. out: written and
-    returned (no autograd, like torch's out=)."""
+    __cuda_array_interface__. dtype: the result's, input cast to it first
+    (float32 of f16/bf16 input: in the kernel's pass, no copy). out: written
+    and returned (no autograd, like torch's out=)."""
     return _forward(0, input, dim, dtype, out)
 
 

@@ -252,6 +252,45 @@ def launch(log, inputs, out, fn):
     return out
 
 
+def has_rows(t, dim):
+    """Whether t over `dim` is (rows, cols) of its own memory."""
+    return _view_2d(rows_of(t, dim)) is not None
+
+
+def widens(narrow, wide):
+    """Whether libduet casts between these dtypes in its pass: f16 or bf16
+    and float32 (SoftmaxCall::out_dtype)."""
+    return wide == torch.float32 and (narrow == torch.float16 or narrow == torch.bfloat16)
+
+
+def launch_widening(log, inputs, out, dim, fn):
+    """The forward of 16-bit x into a float32 out (inputs = (x,)), or the
+    backward of float32 (y, dy) into a 16-bit out, over `dim`, with the cast
+    in libduet's one pass (duet_softmax_call with CALL_OUT_DTYPE). Returns
+    False, having run nothing, where out has no (rows, cols) view over `dim`
+    (the caller then casts and runs the plain call)."""
+    dst = _view_2d(rows_of(out, dim))
+    if dst is None:
+        return False
+    if out.numel() == 0:
+        return True
+    matrices = [_as_2d(rows_of(t, dim)) for t in inputs]
+    first = matrices[0]
+    rows, cols = first.shape
+    dev = duet_device(first, fn)
+    index = first.get_device()
+    backward = len(inputs) == 2
+    args = _lib.SOFTMAX_ARGS_OUT_DTYPE
+    buffer = ctypes.create_string_buffer(args.size)
+    args.pack_into(buffer, 0, args.size, int(log), int(backward), DTYPE_CODES[first.dtype], _lib.CALL_OUT_DTYPE,
+                   rows, cols, first.data_ptr(), _row_stride(first),
+                   matrices[1].data_ptr() if backward else 0, _row_stride(matrices[1]) if backward else 0,
+                   dst.data_ptr(), _row_stride(dst), 0, 0, raw_stream(index) if index >= 0 else 0,
+                   DTYPE_CODES[out.dtype], 0)
+    _lib.check(_lib.library().duet_softmax_call(dev, ctypes.addressof(buffer)))
+    return True
+
+
 def interleaved_layout(t, dim):
     """(rows, cols, inner, stride, col_stride) of t over `dim` as interleaved
     rows (duet/softmax.hpp, SoftmaxCall::inner): the dimensions before `dim`

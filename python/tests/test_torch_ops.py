@@ -105,27 +105,58 @@ def test_dim_dtype_and_out(op, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", list(OPS))
-def test_dtype_runs_in_place_over_the_cast(monkeypatch, op, device):
-    """dtype= casts the input (a copy) and runs duet in place over that copy,
-    which becomes the result: one result-sized buffer, not two; the input is
-    untouched."""
+def test_dtype_float32_casts_in_the_kernel(monkeypatch, op, device):
+    """dtype=float32 of f16/bf16 input where the result has rows over dim:
+    one libduet pass reads x as it is and writes float32 (no copy of the
+    input); the gradient comes back in the input's dtype from one pass too.
+    Values and gradients match torch's softmax(x, dim, dtype=torch.float32)."""
     from duet import _tensor
-    in_place = []
-    launch_over = _tensor.launch_over
+    widened, plain = [], []
+    launch_widening, launch_over = _tensor.launch_widening, _tensor.launch_over
 
-    def spy(log, inputs, out, dim, fn):
-        in_place.append(inputs[0].data_ptr() == out.data_ptr())
+    def spy_widening(log, inputs, out, dim, fn):
+        widened.append((len(inputs), out.dtype))
+        return launch_widening(log, inputs, out, dim, fn)
+
+    def spy_over(log, inputs, out, dim, fn):
+        plain.append(out.dtype)
         return launch_over(log, inputs, out, dim, fn)
 
-    monkeypatch.setattr(_tensor, "launch_over", spy)
-    x = make((3, 5, 6), torch.bfloat16, device, seed=36)
-    before = x.clone()
-    for dim in (2, 1):
-        y = OPS[op][0](x, dim, dtype=torch.float32)
-        assert y.dtype == torch.float32 and y.stride() == torch.empty_like(x).stride()
-        assert_rowwise_close(y, OPS[op][2](x.float(), dim), 1e-5, dim=dim, floor=floor_for(op), what=f"dim={dim}")
-    assert in_place == [True, True]
-    assert torch.equal(x, before)
+    monkeypatch.setattr(_tensor, "launch_widening", spy_widening)
+    monkeypatch.setattr(_tensor, "launch_over", spy_over)
+    for dtype in (torch.bfloat16, torch.float16):
+        # dim 2 of a contiguous tensor, and dim 1 of one whose dim 1 is
+        # innermost (channels last): both rows over dim.
+        x = make((3, 5, 67), dtype, device, seed=38)
+        cl = make((2, 3, 4, 33), dtype, device, seed=39).permute(0, 3, 1, 2)  # dim 1 has stride 1
+        for t, dim in ((x, 2), (x, -1), (cl, 1)):
+            before = t.clone()
+            widened.clear()
+            plain.clear()
+            y = OPS[op][0](t, dim, dtype=torch.float32)
+            assert widened == [(1, torch.float32)] and plain == []
+            assert y.dtype == torch.float32 and y.stride() == torch.empty_like(t).stride()
+            assert_rowwise_close(y, OPS[op][2](t.float(), dim), 1e-5, dim=dim, floor=floor_for(op),
+                                 what=f"{dtype} dim={dim}")
+            assert torch.equal(t, before)
+            # The gradient: dx in the input's dtype, from one widening pass.
+            w = make(t.shape, torch.float32, device, scale=1.0, seed=40)
+            td = t.clone().requires_grad_(True)
+            widened.clear()
+            OPS[op][0](td, dim, dtype=torch.float32).mul(w).sum().backward()
+            assert widened == [(1, torch.float32), (2, dtype)] and plain == []
+            tr = t.double().requires_grad_(True)
+            OPS[op][2](tr, dim).mul(w.double()).sum().backward()
+            assert td.grad.dtype == dtype
+            assert_rowwise_close(td.grad, tr.grad, 1e-2, dim=dim, floor=2 * float(w.abs().max()) / t.shape[dim],
+                                 what=f"{dtype} dim={dim} gradient")
+    # An interleaved layout (dim 1 of a contiguous tensor) casts with torch
+    # and runs in place over that copy.
+    x = make((3, 5, 6), torch.bfloat16, device, seed=41)
+    plain.clear()
+    y = OPS[op][0](x, 1, dtype=torch.float32)
+    assert y.dtype == torch.float32 and plain == [torch.float32]
+    assert_rowwise_close(y, OPS[op][2](x.float(), 1), 1e-5, dim=1, floor=floor_for(op), what="dim=1")
     if device == "cuda":
         big = make((256, 8192), torch.bfloat16, device, seed=37)
         sync(device)

@@ -285,6 +285,8 @@ std::optional<FusedRequest> fused_request(const std::string& op, bool backward) 
                   : op == "additive_masked_softmax" ? duet::MaskKind::additive
                   : op == "scaled_softmax"          ? duet::MaskKind::none
                                                     : duet::MaskKind::boolean;
+  } else if (op == "widening_softmax") {  // f16/bf16 into float32, the cast fused
+    s.op = backward ? duet::FusedOp::widening_softmax_backward : duet::FusedOp::widening_softmax;
   } else if (op == "shard_stats" || op == "shard_softmax") {  // vocabulary-parallel halves
     s.op = op == "shard_stats" ? duet::FusedOp::shard_stats : duet::FusedOp::shard_softmax;
   } else {  // cross_entropy (the forward writing the gradient), cross_entropy_forward (loss only)
@@ -307,7 +309,8 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
             {"dtype", duet::to_string(req.dtype)}, {"op", duet::to_string(shape.op)},
             {"mask", duet::to_string(shape.mask_kind)}, {"gradient", shape.gradient},
             {"backward", shape.op == duet::FusedOp::masked_softmax_backward ||
-                             shape.op == duet::FusedOp::cross_entropy_backward}};
+                             shape.op == duet::FusedOp::cross_entropy_backward ||
+                             shape.op == duet::FusedOp::widening_softmax_backward}};
   if (req.rows == 0 || req.cols == 0) {
     j["noop"] = true;
     j["why"] = std::string(req.rows == 0 ? "0 rows" : "0 columns") + ": a no-op, nothing is launched";
@@ -449,9 +452,11 @@ int main(int argc, char** argv) {
                  "the operation --plan plans: softmax (default); masked_softmax (a boolean mask), causal_softmax, "
                  "additive_masked_softmax, scaled_softmax (no mask); cross_entropy (the forward writing the "
                  "gradient), cross_entropy_forward (the loss only); shard_stats, shard_softmax (a vocabulary shard's statistics and "
-                 "normalize passes); --backward plans the backward of those that have one")
+                 "normalize passes); widening_softmax (f16 or bf16, the plan's dtype, into float32: torch's dtype=); "
+                 "--backward plans the backward of those that have one")
       ->check(CLI::IsMember({"softmax", "masked_softmax", "causal_softmax", "additive_masked_softmax", "scaled_softmax",
-                             "cross_entropy", "cross_entropy_forward", "shard_stats", "shard_softmax"}));
+                             "cross_entropy", "cross_entropy_forward", "shard_stats", "shard_softmax",
+                             "widening_softmax"}));
   try {
     app.parse(argc, argv);
     if (backward && op_name.rfind("shard_", 0) == 0)

@@ -105,12 +105,18 @@ DUET_API duet_status_t duet_log_softmax_backward_ws(duet_device_t device, duet_d
 /* The four *_ws calls above through one entry, their arguments in one
  * struct: a binding fills it at once instead of converting each argument
  * (Python's ctypes takes about 0.1 us an argument). size must be
- * sizeof(duet_softmax_args_t) (a struct of another size is refused, so a
- * later version can grow it); fields not used by the call (dy in a forward)
- * are ignored. flags: 0, or DUET_CALL_DEVICES_CHECKED where the caller
- * vouches that x, dy and out are memory of `device` (a framework's tensors
- * know their device): duet then skips the vendor's per-pointer device query
- * (duet::SoftmaxCall::caller_checked_devices); every other check stays. */
+ * sizeof(duet_softmax_args_t), or DUET_SOFTMAX_ARGS_V1_SIZE for the struct
+ * before out_dtype (read as out_dtype = dtype); a struct of another size is
+ * refused, so a later version can grow it. Fields not used by the call (dy
+ * in a forward) are ignored. flags, or'ed: DUET_CALL_DEVICES_CHECKED where
+ * the caller vouches that x, dy and out are memory of `device` (a
+ * framework's tensors know their device): duet then skips the vendor's
+ * per-pointer device query (duet::SoftmaxCall::caller_checked_devices);
+ * every other check stays. DUET_CALL_OUT_DTYPE: out is of out_dtype, not
+ * dtype (duet::SoftmaxCall::out_dtype; without the flag out_dtype is not
+ * read, so a zeroed struct keeps one dtype): DUET_F16/DUET_BF16 x into a
+ * DUET_F32 y forward, DUET_F32 y and dy into a DUET_F16/DUET_BF16 dx
+ * backward, the cast in the same pass. reserved: 0. */
 typedef struct duet_softmax_args_t {
   uint64_t size;
   int32_t log;      /* 0 softmax, 1 log_softmax */
@@ -128,8 +134,12 @@ typedef struct duet_softmax_args_t {
   void* workspace;
   uint64_t workspace_bytes;
   void* stream;
+  duet_dtype_t out_dtype;
+  uint32_t reserved;
 } duet_softmax_args_t;
+#define DUET_SOFTMAX_ARGS_V1_SIZE 112u
 #define DUET_CALL_DEVICES_CHECKED 1u
+#define DUET_CALL_OUT_DTYPE 2u
 DUET_API duet_status_t duet_softmax_call(duet_device_t device, const duet_softmax_args_t* args);
 
 /* Softmax over interleaved rows, as a non-last dimension holds them

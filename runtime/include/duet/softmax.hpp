@@ -69,13 +69,21 @@ struct SoftmaxCall {
   // (split_row, split_stream) takes it from duet's per-stream cache, grown
   // on demand with a device allocation (not allowed under graph capture).
   std::optional<Workspace> workspace{};
+  // out's dtype where it is not dtype (x's, and dy's): an f16 or bf16
+  // forward into a float32 y (torch's softmax(x, dim, dtype=torch.float32)),
+  // and its backward from float32 y and dy into an f16 or bf16 dx, the cast
+  // in the same pass. They run the fused kernels (FusedOp::widening_softmax,
+  // duet/fused_planner.hpp): rows with inner = 1, out apart from x and dy,
+  // no workspace. Other pairs are refused (unsupported).
+  std::optional<DType> out_dtype{};
 };
 
 // Checks `call` (throws duet::Error with a one-line reason, writing nothing),
 // plans it (cached per device and shape class) and launches it.
 DUET_API void run(const Device& dev, const SoftmaxCall& call);
 
-// The plan `run` would use, without launching.
+// The plan `run` would use, without launching. A call with out_dtype is
+// refused: it runs the fused kernels, whose plan plan_fused gives.
 DUET_API Plan plan_for(const Device& dev, const SoftmaxCall& call);
 
 // The planner's switches every call plans with (PlanOptions, duet/planner.hpp):

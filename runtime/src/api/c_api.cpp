@@ -250,20 +250,28 @@ duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype,
 }
 // Bindings pack duet_softmax_args_t themselves (python/duet/_lib.py's
 // SOFTMAX_ARGS): its layout has no padding and does not change.
-static_assert(sizeof(duet_softmax_args_t) == 112);
+static_assert(sizeof(duet_softmax_args_t) == 120 && offsetof(duet_softmax_args_t, out_dtype) == DUET_SOFTMAX_ARGS_V1_SIZE);
 static_assert(offsetof(duet_softmax_args_t, flags) == 20 && offsetof(duet_softmax_args_t, rows) == 24);
 static_assert(offsetof(duet_softmax_args_t, x) == 40 && offsetof(duet_softmax_args_t, stream) == 104);
 duet_status_t duet_softmax_call(duet_device_t device, const duet_softmax_args_t* args) {
   return guarded([&] {
     duet::require(args != nullptr, duet::Status::invalid_argument, "args is a null pointer");
-    duet::require(args->size == sizeof(duet_softmax_args_t), duet::Status::invalid_argument, [&] {
+    const bool v1 = args->size == DUET_SOFTMAX_ARGS_V1_SIZE;
+    duet::require(v1 || args->size == sizeof(duet_softmax_args_t), duet::Status::invalid_argument, [&] {
       return "args->size is " + std::to_string(args->size) + ", this libduet's duet_softmax_args_t has " +
-             std::to_string(sizeof(duet_softmax_args_t)) + " bytes";
+             std::to_string(sizeof(duet_softmax_args_t)) + " bytes (or " +
+             std::to_string(DUET_SOFTMAX_ARGS_V1_SIZE) + ", before out_dtype)";
     });
+    duet::require(v1 || args->reserved == 0, duet::Status::invalid_argument,
+                  [&] { return "args->reserved must be 0, got " + std::to_string(args->reserved); });
     duet::require(args->backward == 0 || args->backward == 1, duet::Status::invalid_argument,
                   [&] { return "backward must be 0 or 1, got " + std::to_string(args->backward); });
-    duet::require((args->flags & ~DUET_CALL_DEVICES_CHECKED) == 0, duet::Status::invalid_argument,
-                  [&] { return "unknown flags " + std::to_string(args->flags); });
+    duet::require((args->flags & ~(DUET_CALL_DEVICES_CHECKED | DUET_CALL_OUT_DTYPE)) == 0 &&
+                      !(v1 && (args->flags & DUET_CALL_OUT_DTYPE) != 0),
+                  duet::Status::invalid_argument, [&] {
+                    return "unknown flags " + std::to_string(args->flags) +
+                           (v1 ? " (DUET_CALL_OUT_DTYPE needs the struct with out_dtype)" : "");
+                  });
     const bool backward = args->backward == 1;
     duet::run(to_device(device), duet::SoftmaxCall{.op = to_op(args->log),
                                                    .backward = backward,
@@ -279,7 +287,10 @@ duet_status_t duet_softmax_call(duet_device_t device, const duet_softmax_args_t*
                                                    .stream = args->stream,
                                                    .caller_checked_devices =
                                                        (args->flags & DUET_CALL_DEVICES_CHECKED) != 0,
-                                                   .workspace = duet::Workspace{args->workspace, args->workspace_bytes}});
+                                                   .workspace = duet::Workspace{args->workspace, args->workspace_bytes},
+                                                   .out_dtype = (args->flags & DUET_CALL_OUT_DTYPE) != 0
+                                                                    ? std::optional(to_dtype(args->out_dtype))
+                                                                    : std::nullopt});
   });
 }
 duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,

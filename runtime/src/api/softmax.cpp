@@ -10,6 +10,7 @@
 
 #include "backend_registry.hpp"
 #include "duet/error.hpp"
+#include "fused_dispatch.hpp"
 #include "log.hpp"
 #include "validate.hpp"
 #include "workspaces.hpp"
@@ -26,6 +27,22 @@ bool interleaved(const SoftmaxCall& c) {
   return c.inner != 1 || c.x_col_stride != 1 || c.out_col_stride != 1 || (c.backward && c.dy_col_stride != 1);
 }
 
+// Whether out is of another dtype than x (SoftmaxCall::out_dtype).
+bool widening(const SoftmaxCall& c) { return c.out_dtype && *c.out_dtype != c.dtype; }
+
+// The pairs out_dtype serves: f16/bf16 x into float32 y, and back in the backward.
+void check_widening(const SoftmaxCall& c) {
+  const DType narrow = c.backward ? *c.out_dtype : c.dtype, wide = c.backward ? c.dtype : *c.out_dtype;
+  require(narrow != DType::f32 && wide == DType::f32, Status::unsupported, [&] {
+    return "out_dtype " + to_string(*c.out_dtype) + " with dtype " + to_string(c.dtype) +
+           (c.backward ? ": a backward with out_dtype takes float32 y and dy into an f16 or bf16 dx"
+                       : ": a forward with out_dtype takes f16 or bf16 x into a float32 y");
+  });
+  require(!interleaved(c), Status::unsupported, [] {
+    return std::string("out_dtype needs rows of contiguous elements (inner = 1, col strides 1)");
+  });
+}
+
 // Returns false for an empty call (nothing to do).
 bool validate(const Device& dev, const SoftmaxCall& c) {
   // Messages are built only for a failing check (lambdas): this runs on
@@ -35,9 +52,11 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
     return "rows and cols must be >= 0, got " + std::to_string(c.rows) + " x " + std::to_string(c.cols);
   });
   detail::check_dtype(c.dtype);
+  if (c.out_dtype) detail::check_dtype(*c.out_dtype);
   require(c.op == Op::softmax || c.op == Op::log_softmax, bad,
           [&] { return "unsupported op code " + std::to_string(static_cast<int>(c.op)); });
   require(c.inner >= 0, bad, [&] { return "inner must be >= 0, got " + std::to_string(c.inner); });
+  if (widening(c)) check_widening(c);
   if (c.rows == 0 || c.cols == 0 || c.inner == 0) return false;
   detail::check_cols(c.cols);
   if (c.backward && c.dy == nullptr) throw Error(bad, "dy is a null pointer");
@@ -48,9 +67,9 @@ bool validate(const Device& dev, const SoftmaxCall& c) {
                                        c.backward ? "dx" : "y");
     return true;
   }
-  detail::check_row_matrices(dev, c.dtype, c.rows, c.cols, c.x, c.x_stride, c.backward ? "y" : "x",
-                             c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride, c.backward ? "dx" : "y",
-                             !c.caller_checked_devices);
+  detail::check_row_matrices(dev, c.dtype, c.out_dtype.value_or(c.dtype), c.rows, c.cols, c.x, c.x_stride,
+                             c.backward ? "y" : "x", c.backward ? c.dy : nullptr, c.dy_stride, c.out, c.out_stride,
+                             c.backward ? "dx" : "y", !c.caller_checked_devices);
   return true;
 }
 
@@ -163,8 +182,33 @@ std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, st
   return static_cast<std::size_t>(bytes);
 }
 
+namespace {
+// The widening softmax (SoftmaxCall::out_dtype): the fused kernels'.
+void run_widening(const Device& dev, const SoftmaxCall& c) {
+  FusedArgs a;
+  a.op = c.backward ? FusedOp::widening_softmax_backward : FusedOp::widening_softmax;
+  a.dtype = c.backward ? *c.out_dtype : c.dtype;  // the 16-bit tensor's
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.x = c.x;
+  a.x_stride = c.x_stride;
+  a.out = c.out;
+  a.out_stride = c.out_stride;
+  if (c.backward) {
+    a.dy = c.dy;
+    a.dy_stride = c.dy_stride;
+  }
+  a.log_softmax = c.op == Op::log_softmax ? 1 : 0;
+  detail::launch_fused(dev, a, detail::fused_shape(a), c.stream);
+}
+
+}  // namespace
+
 Plan plan_for(const Device& dev, const SoftmaxCall& call) {
   if (!validate(dev, call)) throw Error(Status::invalid_argument, "empty call: rows or cols is 0, nothing to plan");
+  require(!widening(call), Status::invalid_argument, [] {
+    return std::string("a call with out_dtype runs the fused kernels: plan_fused (duet/fused_planner.hpp) plans it");
+  });
   Plan plan = cached_plan(dev, call);
   set_grid(plan, call.rows);
   return plan;
@@ -172,6 +216,7 @@ Plan plan_for(const Device& dev, const SoftmaxCall& call) {
 
 void run(const Device& dev, const SoftmaxCall& c) {
   if (!validate(dev, c)) return;
+  if (widening(c)) return run_widening(dev, c);
   const Plan& plan = cached_plan(dev, c);
   const Grid grid = grid_for(plan, c.rows);
   SoftmaxArgs a{};

@@ -148,17 +148,27 @@ std::int64_t check_vocab(std::int64_t vocab_start, std::int64_t vocab, std::int6
 Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                           std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
                           const void* out, std::int64_t out_stride, const char* out_name, bool query_devices) {
-  const int elem = dtype_size(dtype);
-  const std::string elem_name = to_string(dtype);
+  return check_row_matrices(dev, dtype, dtype, rows, cols, x, x_stride, x_name, dy, dy_stride, out, out_stride,
+                            out_name, query_devices);
+}
+
+Layout check_row_matrices(const Device& dev, DType dtype, DType out_dtype, std::int64_t rows, std::int64_t cols,
+                          const void* x, std::int64_t x_stride, const char* x_name, const void* dy,
+                          std::int64_t dy_stride, const void* out, std::int64_t out_stride, const char* out_name,
+                          bool query_devices) {
+  const int elem = dtype_size(dtype), out_elem = dtype_size(out_dtype);
+  const std::string elem_name = to_string(dtype), out_elem_name = to_string(out_dtype);
   check_pointer(x, elem, x_name, elem_name.c_str());
-  check_pointer(out, elem, out_name, elem_name.c_str());
+  check_pointer(out, out_elem, out_name, out_elem_name.c_str());
   if (dy != nullptr) check_pointer(dy, elem, "dy", elem_name.c_str());
   check_stride(x_stride, cols, x_name);
   check_stride(out_stride, cols, out_name);
   if (dy != nullptr) check_stride(dy_stride, cols, "dy");
-  const Layout o = layout_of(out, rows, cols, out_stride, elem, out_name);
-  check_apart(layout_of(x, rows, cols, x_stride, elem, x_name), x_name, o, out_name, true);
-  if (dy != nullptr) check_apart(layout_of(dy, rows, cols, dy_stride, elem, "dy"), "dy", o, out_name, true);
+  const Layout o = layout_of(out, rows, cols, out_stride, out_elem, out_name);
+  // In place only where the elements are the same size.
+  const bool in_place_ok = elem == out_elem;
+  check_apart(layout_of(x, rows, cols, x_stride, elem, x_name), x_name, o, out_name, in_place_ok);
+  if (dy != nullptr) check_apart(layout_of(dy, rows, cols, dy_stride, elem, "dy"), "dy", o, out_name, in_place_ok);
   if (!query_devices) return o;
   check_pointer_on(dev, x, x_name);
   check_pointer_on(dev, out, out_name);

@@ -81,6 +81,12 @@ std::int64_t check_vocab(std::int64_t vocab_start, std::int64_t vocab, std::int6
 Layout check_row_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                           std::int64_t x_stride, const char* x_name, const void* dy, std::int64_t dy_stride,
                           const void* out, std::int64_t out_stride, const char* out_name, bool query_devices = true);
+// The same with out of another dtype than x and dy (the widening softmax):
+// out then apart from both.
+Layout check_row_matrices(const Device& dev, DType dtype, DType out_dtype, std::int64_t rows, std::int64_t cols,
+                          const void* x, std::int64_t x_stride, const char* x_name, const void* dy,
+                          std::int64_t dy_stride, const void* out, std::int64_t out_stride, const char* out_name,
+                          bool query_devices = true);
 
 // The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
 // `inner` rows of `cols` elements, element c of row (r, i) at r * stride +

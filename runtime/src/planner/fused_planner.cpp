@@ -34,6 +34,8 @@ std::string to_string(FusedOp op) {
     case FusedOp::shard_stats: return "shard_stats";
     case FusedOp::shard_softmax: return "shard_softmax";
     case FusedOp::shard_combine: return "shard_combine";
+    case FusedOp::widening_softmax: return "widening_softmax";
+    case FusedOp::widening_softmax_backward: return "widening_softmax_backward";
   }
   return "unknown";
 }
@@ -115,10 +117,13 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   require(dev.is_gpu(), bad, [&] { return "plan_fused plans GPU launches; " + dev.name + " is not a GPU"; });
   detail::require_plannable(s.rows, s.cols);
   const int op_index = static_cast<int>(s.op);
-  require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::shard_softmax), bad,
-          [&] { return "unknown fused operation " + std::to_string(op_index); });
+  require(op_index >= 0 && op_index <= static_cast<int>(FusedOp::widening_softmax_backward) &&
+              s.op != FusedOp::shard_combine,
+          bad, [&] { return "unknown fused operation " + std::to_string(op_index); });
   const int dt = static_cast<int>(s.dtype);
   require(dt >= 0 && dt <= 2, bad, [&] { return "unknown dtype " + std::to_string(dt); });
+  require(!widening(s.op) || s.dtype != DType::f32, bad,
+          [&] { return to_string(s.op) + " widens f16 or bf16, not f32"; });
   const MaskKind mask = s.op == FusedOp::masked_softmax ? s.mask_kind : MaskKind::none;
   require(static_cast<int>(mask) >= 0 && static_cast<int>(mask) <= 3, bad,
           [&] { return "unknown mask kind " + std::to_string(static_cast<int>(mask)); });
@@ -128,7 +133,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   // the row's first threads hold beside their packs (the entries with
   // edges). The body is at most cols / vec packs (a row starting on a
   // pack), so that is what a shape must cover.
-  const int vec = s.vector_ok ? dtype_vec16(s.dtype) : 1;
+  const int vec = s.vector_ok ? fused_vec16(s.op, s.dtype) : 1;
   const bool edges = vec > 1 && (s.row_edges || s.cols % vec != 0);
   const std::int64_t nv = s.cols / vec;
   std::string packs = std::to_string(nv) + (vec > 1 ? " packs of " + std::to_string(vec) : " elements");
