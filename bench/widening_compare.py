@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """softmax(x, dim, dtype=torch.float32) of f16/bf16 x, and its backward into
 the input's dtype: duet's one-pass widening kernels against torch's (whose
-CUDA softmax also fuses the cast: half_to_float), against duet's previous
+CUDA softmax fuses the cast for float16 only, half_to_float; bfloat16 is
+cast to float32 first, and its gradient cast back), against duet's previous
 path (torch casts x to float32, then duet runs in place over the copy), and
 against the copy ceiling, in one process (issue 17: dtype= fused into the
 kernel).
@@ -10,8 +11,9 @@ Bytes that must move: forward 2 + 4 a element (read x, write y), backward
 4 + 4 + 2 (read y and dy, write dx). Each shape is about 256 MB of x (two
 input sets rotated, so no call reads from L2); device time a call as
 bench/compare.py's time_ms measures it; ratios to the faster copy of the
-same run (compare.copy_ceiling). Every provider's result is checked
-against duet's first. Writes JSON and a PNG.
+same run (compare.copy_ceiling); torch's cast alone (x.to(float32): read 2,
+write 4, no softmax) shows what an elementwise pass with these bytes gets.
+Every provider's result is checked against duet's first. Writes JSON and a PNG.
 
     DUET_LIBRARY=build/libduet.so PYTHONPATH=python python3 bench/widening_compare.py --out bench/results/h200/widening
 """
@@ -60,8 +62,15 @@ def main():
                 assert ys[0].dtype == f32 and err <= 1e-5, f"{op} {dt_name} {cols}: duet's error {err}"
                 mine = torch_fwd(xs[0], -1, dtype=f32)
                 assert (mine - ys[0]).abs().max().item() <= 1e-5 * ys[0].abs().max().item()
+                # torch fuses the cast into its CUDA kernels for float16 only
+                # (half_to_float); bfloat16 input is cast to float32 first,
+                # and autograd casts the float32 gradient back.
+                if dtype == torch.float16:
+                    torch_bwd_call = lambda i: torch_bwd(gs[i], ys[i], -1, dtype)  # noqa: E731
+                else:
+                    torch_bwd_call = lambda i: torch_bwd(gs[i], ys[i], -1, f32).to(dtype)  # noqa: E731
                 dx = duet_bwd(gs[0], ys[0], -1, dtype)
-                ref = torch_bwd(gs[0], ys[0], -1, dtype)
+                ref = torch_bwd_call(0)
                 assert dx.dtype == dtype and ref.dtype == dtype
                 scale = ref.float().abs().max().item() + 1e-30
                 assert (dx.float() - ref.float()).abs().max().item() <= 2e-2 * scale, f"{op} {dt_name} {cols} backward"
@@ -71,16 +80,18 @@ def main():
                 for name, fn, moved in (
                         ("duet", lambda i: duet_fwd(xs[i], -1, dtype=f32), 6),
                         ("duet_cast_first", lambda i: duet_fwd(xs[i].to(f32), -1), 6),
+                        ("torch_cast_alone", lambda i: xs[i].to(f32), 6),
                         ("torch", lambda i: torch_fwd(xs[i], -1, dtype=f32), 6),
                         ("duet_bwd", lambda i: duet_bwd(gs[i], ys[i], -1, dtype), 10),
                         ("duet_bwd_cast_after", lambda i: duet_bwd(gs[i], ys[i], -1, f32).to(dtype), 10),
-                        ("torch_bwd", lambda i: torch_bwd(gs[i], ys[i], -1, dtype), 10)):
+                        ("torch_bwd", torch_bwd_call, 10)):
                     ms = compare.time_ms(fn, 2)
                     point[name + "_ms"] = ms
                     point[name + "_ratio"] = moved * n / (ms * 1e-3) / 1e9 / ceiling
                 doc["points"].append(point)
                 print(f"{op:11} {dt_name:4} N={cols:6} fwd duet {point['duet_ratio']:.3f} (cast first "
-                      f"{point['duet_cast_first_ratio']:.3f}) torch {point['torch_ratio']:.3f} | bwd duet "
+                      f"{point['duet_cast_first_ratio']:.3f}) torch {point['torch_ratio']:.3f} (its cast alone "
+                      f"{point['torch_cast_alone_ratio']:.3f}) | bwd duet "
                       f"{point['duet_bwd_ratio']:.3f} (cast after {point['duet_bwd_cast_after_ratio']:.3f}) torch "
                       f"{point['torch_bwd_ratio']:.3f}", flush=True)
                 del xs, gs, ys

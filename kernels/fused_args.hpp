@@ -45,8 +45,11 @@ constexpr DType fused_out_dtype(FusedOp op, DType dtype) { return op == FusedOp:
 constexpr bool widening(FusedOp op) {
   return op == FusedOp::widening_softmax || op == FusedOp::widening_softmax_backward;
 }
-// Elements of a vector-path pack: one 16-byte access of x.
-constexpr int fused_vec16(FusedOp op, DType dtype) { return dtype_vec16(fused_x_dtype(op, dtype)); }
+// Elements of a vector-path pack: one 16-byte access of the row's widest
+// tensor (the widening softmax's float32 one: its 16-bit tensor moves 8
+// bytes a pack, so that every store and load of a warp covers whole
+// 32-byte sectors, bench/NOTES.md v43).
+constexpr int fused_vec(FusedOp op, DType dtype) { return widening(op) ? 4 : dtype_vec16(dtype); }
 
 enum class MaskKind : int {
   none = 0,

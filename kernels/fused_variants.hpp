@@ -148,7 +148,7 @@ constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
   for (const auto& [op, mask] : kFusedOpKinds)
     for (int d = static_cast<int>(fused_first_dtype(op)); d < 3; ++d) {
       const DType dt = static_cast<DType>(d);
-      const int vec = fused_vec16(op, dt);
+      const int vec = fused_vec(op, dt);
       for (const bool edges : {false, true}) {
         for (int g = 0; g < int(kFusedGroupShapes.size()); ++g) {
           const auto shape = fused_group_shape(op, mask, g, edges);

@@ -500,7 +500,7 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
           const FusedVariant& v = kFusedCatalogue[std::size_t(p.launch.variant)];
           const std::int64_t body = cols / v.vec;
           INFO(dev->name, " ", p.kernel, " cols ", cols);
-          CHECK(v.vec == fused_vec16(op, dt));  // 16 bytes of x
+          CHECK(v.vec == fused_vec(op, dt));  // 16 bytes of the widest tensor
           CHECK(v.edges == (cols % v.vec != 0));
           if (v.strategy == FusedStrategy::group_rows) {
             CHECK(std::int64_t(v.group) * v.vpt >= body);
@@ -514,11 +514,11 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
         }
 }
 
-TEST_CASE("fused planner: the widening softmax packs 16 bytes of x, its tensors' offsets in their own elements") {
+TEST_CASE("fused planner: the widening softmax packs 16 bytes of float32, its tensors' offsets in their own elements") {
   const DeviceProps h100 = device_file("h100_sxm.json");
-  // Packs of 8 bf16 x forward, 4 float32 y backward.
+  // Packs of 4 elements both ways: 16 bytes of float32 y, 8 of 16-bit x or dx.
   const FusedPlan fwd = plan_fused(h100, fused_shape(FusedOp::widening_softmax, MaskKind::none, DType::bf16, 64, 4096, true));
-  CHECK(kFusedCatalogue[std::size_t(fwd.launch.variant)].vec == 8);
+  CHECK(kFusedCatalogue[std::size_t(fwd.launch.variant)].vec == 4);
   const FusedPlan bwd =
       plan_fused(h100, fused_shape(FusedOp::widening_softmax_backward, MaskKind::none, DType::f16, 64, 4096, true));
   CHECK(kFusedCatalogue[std::size_t(bwd.launch.variant)].vec == 4);
@@ -538,12 +538,12 @@ TEST_CASE("fused planner: the widening softmax packs 16 bytes of x, its tensors'
   a.x_stride = a.out_stride = 1025;
   CHECK(detail::fused_vector_ok(a));
   CHECK(detail::fused_row_edges(a));
-  a.out = at(7, 4);  // 7 floats on: 4 more than x's 3, not a pack of 8
+  a.out = at(5, 4);  // 5 floats on: 2 more than x's 3, not a pack of 4
   CHECK_FALSE(detail::fused_vector_ok(a));
-  a.out = at(11, 4);  // 11 floats on: a whole pack of 8 more
+  a.out = at(7, 4);  // 7 floats on: a whole pack of 4 more
   CHECK(detail::fused_vector_ok(a));
-  a.out_stride = 1029;
-  CHECK_FALSE(detail::fused_vector_ok(a));  // strides 4 apart
+  a.out_stride = 1027;
+  CHECK_FALSE(detail::fused_vector_ok(a));  // strides 2 apart
 
   FusedArgs b;
   b.op = FusedOp::widening_softmax_backward;

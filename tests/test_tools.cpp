@@ -318,11 +318,11 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec8,v4,edges>"));
   CHECK(has(odd.out, "one online (max, sum) pass (nothing to write)"));
 
-  // softmax(x, dtype=torch.float32) of bf16 logits and its backward: 16
-  // bytes of x a pack, 8 bf16 forward, 4 float32 y backward.
+  // softmax(x, dtype=torch.float32) of bf16 logits and its backward: packs
+  // of 4 elements, 16 bytes of the float32 tensor.
   const Result widening = deviceinfo("--props " + quoted(h100) + " --op widening_softmax --plan 64x4097:bf16 --json");
   REQUIRE(widening.code == 0);
-  CHECK(json::parse(widening.out)["plans"].at(0)["variant"] == "block_row<widening_softmax,bf16,vec8,v4,edges>");
+  CHECK(json::parse(widening.out)["plans"].at(0)["variant"] == "block_row<widening_softmax,bf16,vec4,v8,edges>");
   const Result widening_bwd =
       deviceinfo("--props " + quoted(h100) + " --op widening_softmax --backward --plan 64x4097:bf16 --json");
   REQUIRE(widening_bwd.code == 0);

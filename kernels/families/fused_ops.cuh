@@ -553,20 +553,28 @@ struct ShardSoftmaxOp : LogitPacks<T, PACK> {
 // ------------------------------------------------------------ widening softmax
 // softmax or log_softmax of 16-bit x written as float32, and its backward
 // from float32 y and dy into a 16-bit dx: torch's softmax(x, dim,
-// dtype=torch.float32) and its gradient, the cast in the same pass. Packs
-// are 16 bytes of x: the forward's PACK 16-bit elements leave as PACK / 4
-// 16-byte words of float32, the backward's PACK = 4 floats of y and dy
-// as one 8-byte pack of dx.
+// dtype=torch.float32) and its gradient, the cast in the same pass. A pack
+// is 4 elements (fused_vec), 16 bytes of the float32 tensors and 8 of the
+// 16-bit one, so each load and store of a warp covers whole 32-byte
+// sectors (packs of 8 16-bit elements, two 16-byte stores of float32 a
+// lane, left every sector half-written by each store: bench/NOTES.md v43).
 
 // Values 0..PACK-1 written as float32 from `out`: whole 16-byte words
-// where PACK is a multiple of 4, else one float at a time.
+// where PACK is a multiple of 4, else one float at a time. The words go
+// through store_words or store_streaming: a plain store of them was split
+// into four st.global.f32 in block_row's later packs (sm_90 PTX).
 template <int PACK, class Value>
 __device__ __forceinline__ void store_floats(float* out, const Value& value, bool streaming) {
   if constexpr (PACK % 4 == 0) {
 #pragma unroll
-    for (int q = 0; q < PACK / 4; ++q)
-      store_pack(reinterpret_cast<DUET_RAW16*>(out) + q,
-                 make_pack<float, DUET_RAW16>([&](int e) { return value(4 * q + e); }), streaming);
+    for (int q = 0; q < PACK / 4; ++q) {
+      auto* p = reinterpret_cast<DUET_RAW16*>(out) + q;
+      const DUET_RAW16 w = make_pack<float, DUET_RAW16>([&](int e) { return value(4 * q + e); });
+      if (streaming)
+        store_streaming(p, w);
+      else
+        store_words(p, w);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < PACK; ++e) out[e] = value(e);

@@ -38,10 +38,10 @@ FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
 
 }  // namespace
 
-bool fused_vector_ok(const FusedArgs& args) { return fused_rows_congruent(args, fused_vec16(args.op, args.dtype)); }
+bool fused_vector_ok(const FusedArgs& args) { return fused_rows_congruent(args, fused_vec(args.op, args.dtype)); }
 
 bool fused_row_edges(const FusedArgs& args) {
-  return !fused_rows_on_packs(args, fused_vec16(args.op, args.dtype));
+  return !fused_rows_on_packs(args, fused_vec(args.op, args.dtype));
 }
 
 FusedShape fused_shape(const FusedArgs& a) {

@@ -133,7 +133,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
   // the row's first threads hold beside their packs (the entries with
   // edges). The body is at most cols / vec packs (a row starting on a
   // pack), so that is what a shape must cover.
-  const int vec = s.vector_ok ? fused_vec16(s.op, s.dtype) : 1;
+  const int vec = s.vector_ok ? fused_vec(s.op, s.dtype) : 1;
   const bool edges = vec > 1 && (s.row_edges || s.cols % vec != 0);
   const std::int64_t nv = s.cols / vec;
   std::string packs = std::to_string(nv) + (vec > 1 ? " packs of " + std::to_string(vec) : " elements");
