@@ -43,16 +43,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="path prefix of the .json and .png")
     ap.add_argument("--mbytes", type=int, default=256, help="MB of x a shape")
+    ap.add_argument("--cols", type=int, action="append", help=f"row lengths (repeatable; default {COLS})")
+    ap.add_argument("--op", choices=list(OPS), action="append", help="operations (repeatable; default both)")
+    ap.add_argument("--dtype", choices=list(DTYPES), action="append", help="input dtypes (repeatable; default both)")
+    ap.add_argument("--commit", help="the commit to record (default: git's HEAD here)")
     args = ap.parse_args()
     found = {}
     ceiling = compare.copy_ceiling(found)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "duet": duet.version(),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "commit": args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                   text=True).stdout.strip(),
            "copy_GBps": ceiling, **found, "bytes_per_element": {"forward": 6, "backward": 10}, "points": []}
     f32 = torch.float32
     for op, (duet_fwd, torch_fwd, duet_bwd, torch_bwd) in OPS.items():
+        if args.op and op not in args.op:
+            continue
         for dt_name, dtype in DTYPES.items():
-            for cols in COLS:
+            if args.dtype and dt_name not in args.dtype:
+                continue
+            for cols in args.cols or COLS:
                 rows = max(1, (args.mbytes << 20) // (2 * cols))
                 xs = [torch.randn(rows, cols, device="cuda").mul_(3).to(dtype) for _ in range(2)]
                 gs = [torch.randn(rows, cols, device="cuda") for _ in range(2)]
@@ -109,7 +118,7 @@ def plot(doc, path):
     series = (("duet_ratio", "duet fwd"), ("duet_cast_first_ratio", "duet fwd, cast first"), ("torch_ratio", "torch fwd"),
               ("duet_bwd_ratio", "duet bwd"), ("duet_bwd_cast_after_ratio", "duet bwd, cast after"),
               ("torch_bwd_ratio", "torch bwd"))
-    panels = [(op, dt) for op in OPS for dt in DTYPES]
+    panels = sorted({(p["op"], p["dtype"]) for p in doc["points"]}, key=lambda k: (list(OPS).index(k[0]), k[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.5), squeeze=False)
     for ax, (op, dt) in zip(axes[0], panels):
         pts = [p for p in doc["points"] if p["op"] == op and p["dtype"] == dt]
