@@ -93,11 +93,12 @@ constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i,
   return {kFusedGroupShapes[i][0], vpt / 2};
 }
 // block_row packs a thread on the vector path (others: half; causal too,
-// whose column compares spill 8 packs of 16-bit values on sm_80; the
-// widening softmax's forward twice as many: its packs hold 8 bytes of x).
+// whose column compares spill 8 packs of 16-bit values on sm_80). The
+// widening softmax's forward keeps the light ops' 8 although its packs
+// hold 8 bytes of x: 16 spilled 96 bytes in the kernel without edges and
+// ran slower than two passes (bench/NOTES.md v44).
 inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
-  if (op == FusedOp::widening_softmax) return 2 * kFusedBlockVpt[i];
   return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in
@@ -108,7 +109,8 @@ constexpr int fused_scalar_group_vpt(FusedOp op, MaskKind mask) { return fused_l
 constexpr int fused_scalar_block_vpt(FusedOp, MaskKind) { return 8; }
 // stream_row: packs a thread loads a chunk: 4 (64 KiB chunks of 1024
 // threads), 2 for two tensors; scalar: 8 elements, 4 for two tensors; the
-// widening softmax's forward 8 (64 KiB of its 8-byte packs of x).
+// widening softmax's forward 8 (64 KiB of its 8-byte packs of x; 1%
+// faster than 4 at N = 128256 bf16 on the H200, bench/NOTES.md v44).
 constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
   if (op == FusedOp::widening_softmax && vec > 1) return 8;
   return (vec == 1 ? 8 : 4) / (fused_two_tensors(op, mask) ? 2 : 1);
