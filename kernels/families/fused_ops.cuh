@@ -215,45 +215,59 @@ struct MaskedSoftmaxOp {
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
 
-// ------------------------------------------------------------ masked softmax backward
-// dx = scale * y * (dy - sum(dy * y)).
-struct DotFinal {
-  float dot;
-};
-
-template <class T, int PACK>
-struct MaskedSoftmaxBackwardOp {
-  static constexpr bool kSoftmax = false;
-  static constexpr int kSums = 1;
-  using Elem = T;
-  using V = PackWords<T, PACK>;
-  using Scalar = MaskedSoftmaxBackwardOp<T, 1>;
+// ------------------------------------------------------------ the backwards
+// What the backward policies share: packs of y and dy (TIn) and of dx
+// (TOut) at one row and shift, and their load.
+template <class TIn, class TOut, int PACK>
+struct BackwardPacks {
+  using Elem = TIn;  // x is y
+  using F = PackWords<TIn, PACK>;
+  using V = PackWords<TOut, PACK>;
   struct Item {
-    V y, dy;
+    F y, dy;
   };
-  using Final = DotFinal;
-  const V* y;
-  const V* dy;
+  const F* y;
+  const F* dy;
   V* out;
-  float scale;
 
-  __device__ __forceinline__ MaskedSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row, int shift)
-      : y(fused_row<T, V>(a.x, row, a.x_stride, shift)),
-        dy(fused_row<T, V>(a.dy, row, a.dy_stride, shift)),
-        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
-        scale(a.scale) {}
+  __device__ __forceinline__ BackwardPacks(const FusedArgs& a, std::int64_t row, int shift)
+      : y(fused_row<TIn, F>(a.x, row, a.x_stride, shift)),
+        dy(fused_row<TIn, F>(a.dy, row, a.dy_stride, shift)),
+        out(fused_row<TOut, V>(a.out, row, a.out_stride, shift)) {}
+  // The same row and shift in packs of another size (Scalar from the body's).
   template <int P>
-  __device__ __forceinline__ explicit MaskedSoftmaxBackwardOp(const MaskedSoftmaxBackwardOp<T, P>& o)
-      : y(reinterpret_cast<const V*>(o.y)),
-        dy(reinterpret_cast<const V*>(o.dy)),
-        out(reinterpret_cast<V*>(o.out)),
-        scale(o.scale) {}
+  __device__ __forceinline__ explicit BackwardPacks(const BackwardPacks<TIn, TOut, P>& o)
+      : y(reinterpret_cast<const F*>(o.y)), dy(reinterpret_cast<const F*>(o.dy)), out(reinterpret_cast<V*>(o.out)) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
     it.y = load_hinted<H>(y + p);
     it.dy = load_hinted<H>(dy + p);
   }
+};
+
+// The masked softmax's: dx = scale * y * (dy - sum(dy * y)).
+struct DotFinal {
+  float dot;
+};
+
+template <class T, int PACK>
+struct MaskedSoftmaxBackwardOp : BackwardPacks<T, T, PACK> {
+  static constexpr bool kSoftmax = false;
+  static constexpr int kSums = 1;
+  using Base = BackwardPacks<T, T, PACK>;
+  using typename Base::Item;
+  using typename Base::V;
+  using Scalar = MaskedSoftmaxBackwardOp<T, 1>;
+  using Final = DotFinal;
+  float scale;
+
+  __device__ __forceinline__ MaskedSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row, int shift)
+      : Base(a, row, shift), scale(a.scale) {}
+  template <int P>
+  __device__ __forceinline__ explicit MaskedSoftmaxBackwardOp(const MaskedSoftmaxBackwardOp<T, P>& o)
+      : Base(o), scale(o.scale) {}
+
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
 #pragma unroll
     for (int e = 0; e < PACK; ++e) acc.a += element<T>(it.y, e) * element<T>(it.dy, e);
@@ -263,7 +277,7 @@ struct MaskedSoftmaxBackwardOp {
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
     const V o = make_pack<T, V>(
         [&](int e) { return scale * element<T>(it.y, e) * (element<T>(it.dy, e) - f.dot); });
-    store_pack(out + p, o, streaming);
+    store_pack(this->out + p, o, streaming);
   }
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
@@ -618,40 +632,24 @@ struct WideningSoftmaxOp : LogitPacks<T, PACK> {
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
 };
 
+// The widening softmax's: dx (16-bit) from float32 y and dy.
 template <class T, int PACK>
-struct WideningSoftmaxBackwardOp {
+struct WideningSoftmaxBackwardOp : BackwardPacks<float, T, PACK> {
   static constexpr bool kSoftmax = false;
   static constexpr int kSums = 1;
-  using Elem = float;  // x is y, float32
-  using F = PackWords<float, PACK>;
-  using V = PackWords<T, PACK>;
+  using Base = BackwardPacks<float, T, PACK>;
+  using typename Base::Item;
+  using typename Base::V;
   using Scalar = WideningSoftmaxBackwardOp<T, 1>;
-  struct Item {
-    F y, dy;
-  };
   using Final = DotFinal;
-  const F* y;
-  const F* dy;
-  V* out;
   int log;
 
   __device__ __forceinline__ WideningSoftmaxBackwardOp(const FusedArgs& a, std::int64_t row, int shift)
-      : y(fused_row<float, F>(a.x, row, a.x_stride, shift)),
-        dy(fused_row<float, F>(a.dy, row, a.dy_stride, shift)),
-        out(fused_row<T, V>(a.out, row, a.out_stride, shift)),
-        log(a.log_softmax) {}
+      : Base(a, row, shift), log(a.log_softmax) {}
   template <int P>
   __device__ __forceinline__ explicit WideningSoftmaxBackwardOp(const WideningSoftmaxBackwardOp<T, P>& o)
-      : y(reinterpret_cast<const F*>(o.y)),
-        dy(reinterpret_cast<const F*>(o.dy)),
-        out(reinterpret_cast<V*>(o.out)),
-        log(o.log) {}
+      : Base(o), log(o.log) {}
 
-  template <LoadHint H>
-  __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
-    it.y = load_hinted<H>(y + p);
-    it.dy = load_hinted<H>(dy + p);
-  }
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
 #pragma unroll
     for (int e = 0; e < PACK; ++e) acc.a += backward_term(element<float>(it.y, e), element<float>(it.dy, e), log);
@@ -659,7 +657,7 @@ struct WideningSoftmaxBackwardOp {
   __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.a}; }
   __device__ __forceinline__ bool writes() const { return true; }
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool) const {
-    store_words(out + p, make_pack<T, V>([&](int e) {
+    store_words(this->out + p, make_pack<T, V>([&](int e) {
                   return backward_value(element<float>(it.y, e), element<float>(it.dy, e), f.dot, log);
                 }));
   }
