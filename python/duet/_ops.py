@@ -236,25 +236,32 @@ class _EagerAutograd(torch.autograd.Function):
     does the same work behind torch's custom-op dispatch, which costs tens
     of microseconds a call on the host (bench/NOTES.md, v40); compiled
     graphs, functorch transforms and dispatch modes keep the registered op.
-    Once differentiable, as the registered op's backward."""
+    dtype: None, or float32 of f16/bf16 input (the widening kernels; the
+    gradient in the input's dtype). Once differentiable, as the registered
+    op's backward."""
 
     @staticmethod
-    def forward(ctx, input, log, dim):
-        output = T.fast_call(log, input, (), dim, None)  # autograd is off inside forward
+    def forward(ctx, input, log, dim, dtype):
+        output = None
+        if dtype is None:
+            output = T.fast_call(log, input, (), dim, None)  # autograd is off inside forward
         if output is None:
-            output = _forward_kernel(log, input, dim, None)
+            output = _forward_kernel(log, input, dim, dtype)
         ctx.save_for_backward(output)
         ctx.log, ctx.dim = log, dim
+        ctx.input_dtype = None if dtype is None else input.dtype
         return output
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
         (output,) = ctx.saved_tensors
-        grad_input = T.fast_call(ctx.log, output, (grad_output,), ctx.dim, None)
+        grad_input = None
+        if ctx.input_dtype is None:
+            grad_input = T.fast_call(ctx.log, output, (grad_output,), ctx.dim, None)
         if grad_input is None:
-            grad_input = _backward_kernel(ctx.log, grad_output, output, ctx.dim, None)
-        return grad_input, None, None
+            grad_input = _backward_kernel(ctx.log, grad_output, output, ctx.dim, ctx.input_dtype)
+        return grad_input, None, None, None
 
 
 _eager_autograd = _EagerAutograd.apply
@@ -264,10 +271,12 @@ _Tensor = torch.Tensor
 def _takes_eager_autograd(input, dtype, out):
     """Whether a call goes through _EagerAutograd: a plain tensor of a
     supported dtype on a device duet has seen, needing autograd, no dtype=
-    or out=, nothing intercepting torch's dispatch."""
-    return (dtype is None and out is None and type(input) is _Tensor and input.requires_grad
-            and T._is_grad_enabled() and input.dtype in T.DTYPE_CODES and input.dim() > 0 and not input.is_meta
-            and input.get_device() in T._DEVICE_OF and T.dispatch_is_plain())
+    (or float32 of f16/bf16 input: the widening kernels) and no out=,
+    nothing intercepting torch's dispatch."""
+    return (out is None and type(input) is _Tensor and input.requires_grad and T._is_grad_enabled()
+            and input.dtype in T.DTYPE_CODES and (dtype is None or T.widens(input.dtype, dtype))
+            and input.dim() > 0 and not input.is_meta and input.get_device() in T._DEVICE_OF
+            and T.dispatch_is_plain())
 
 
 # ------------------------------------------------------------------ public functions
@@ -296,7 +305,7 @@ def _forward(log, input, dim, dtype, out):
             return result
     if _takes_eager_autograd(input, dtype, out):
         T.normalize_dim(dim, input.dim(), NAMES[log])  # an IndexError naming dim
-        return _eager_autograd(input, log, dim)
+        return _eager_autograd(input, log, dim, dtype)
     fn = NAMES[log]
     x = _coerce(input, fn, "input")
     T.normalize_dim(dim, x.dim(), fn)  # a TypeError/IndexError naming dim, not the dispatcher's schema error

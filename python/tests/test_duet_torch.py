@@ -488,18 +488,23 @@ def test_eager_autograd_skips_the_registered_op(monkeypatch, device):
     """Tensors that require grad in eager mode take _EagerAutograd (libduet
     directly, forward and backward), not the registered op's dispatch, and
     give bit for bit the registered op's results and gradients: last and
-    other dims, a broadcast upstream gradient, both ops, 16-bit inputs."""
+    other dims, a broadcast upstream gradient, both ops, 16-bit inputs, and
+    dtype=float32 of 16-bit inputs (the widening kernels where the result
+    has rows over dim, the cast first where it does not)."""
     from duet import _ops
-    cases = [("softmax", torch.float32, (32, 300), -1), ("log_softmax", torch.float32, (6, 50, 7), 1),
-             ("softmax", torch.bfloat16, (8, 4, 129), 0), ("log_softmax", torch.float16, (16, 1000), -1)]
+    f32 = torch.float32
+    cases = [("softmax", f32, (32, 300), -1, None), ("log_softmax", f32, (6, 50, 7), 1, None),
+             ("softmax", torch.bfloat16, (8, 4, 129), 0, None), ("log_softmax", torch.float16, (16, 1000), -1, None),
+             ("softmax", torch.bfloat16, (8, 300), -1, f32), ("log_softmax", torch.float16, (5, 77), -1, f32),
+             ("softmax", torch.float16, (6, 50, 7), 1, f32)]
     wanted = []
-    for op, dtype, shape, dim in cases:  # through the registered op
+    for op, dtype, shape, dim, call_dtype in cases:  # through the registered op
         x = make(shape, dtype, device, seed=70).requires_grad_()
-        g = make(shape, dtype, device, seed=71)
-        y = getattr(torch.ops.duet, op)(x, dim, None)
+        g = make(shape, call_dtype or dtype, device, seed=71)
+        y = getattr(torch.ops.duet, op)(x, dim, call_dtype)
         y.backward(g)
         x2 = x.detach().clone().requires_grad_()
-        getattr(torch.ops.duet, op)(x2, dim, None).sum().backward()  # an expanded upstream gradient
+        getattr(torch.ops.duet, op)(x2, dim, call_dtype).sum().backward()  # an expanded upstream gradient
         wanted.append((y.detach(), x.grad, x2.grad))
 
     def refuse(*args, **kwargs):
@@ -507,18 +512,19 @@ def test_eager_autograd_skips_the_registered_op(monkeypatch, device):
 
     monkeypatch.setattr(_ops, "_FORWARD", (refuse, refuse))
     monkeypatch.setattr(_ops, "_BACKWARD", (refuse, refuse))
-    for (op, dtype, shape, dim), (y_want, grad_want, grad_sum_want) in zip(cases, wanted):
+    for (op, dtype, shape, dim, call_dtype), (y_want, grad_want, grad_sum_want) in zip(cases, wanted):
         x = make(shape, dtype, device, seed=70).requires_grad_()
-        g = make(shape, dtype, device, seed=71)
-        y = getattr(duet, op)(x, dim)
+        g = make(shape, call_dtype or dtype, device, seed=71)
+        y = getattr(duet, op)(x, dim, dtype=call_dtype)
         assert type(y.grad_fn).__name__ == "_EagerAutogradBackward", (op, dim)
         y.backward(g)
         x2 = x.detach().clone().requires_grad_()
-        getattr(duet, op)(x2, dim).sum().backward()
+        getattr(duet, op)(x2, dim, dtype=call_dtype).sum().backward()
         sync(device)
-        assert torch.equal(y.detach(), y_want), (op, dtype, dim)
-        assert torch.equal(x.grad, grad_want), (op, dtype, dim)
-        assert torch.equal(x2.grad, grad_sum_want), (op, dtype, dim)
+        assert y.dtype == (call_dtype or dtype) and x.grad.dtype == dtype
+        assert torch.equal(y.detach(), y_want), (op, dtype, dim, call_dtype)
+        assert torch.equal(x.grad, grad_want), (op, dtype, dim, call_dtype)
+        assert torch.equal(x2.grad, grad_sum_want), (op, dtype, dim, call_dtype)
     with pytest.raises(IndexError):
         duet.softmax(make((4, 8), torch.float32, device).requires_grad_(), dim=2)
     with torch.no_grad():  # no autograd: the fast path, no graph
