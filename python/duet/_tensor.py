@@ -186,15 +186,16 @@ def workspace(dev, code, rows, cols, backward, index, device):
 
 
 class _PackedArgs(threading.local):
-    """A duet_softmax_args_t buffer a thread (fast_call fills it, then passes
-    its address)."""
+    """A duet_softmax_args_t buffer of `size` bytes a thread (a call fills
+    it, then passes its address)."""
 
-    def __init__(self):
-        self.buffer = ctypes.create_string_buffer(_lib.SOFTMAX_ARGS.size)
+    def __init__(self, size):
+        self.buffer = ctypes.create_string_buffer(size)
         self.address = ctypes.addressof(self.buffer)
 
 
-_PACKED = _PackedArgs()
+_PACKED = _PackedArgs(_lib.SOFTMAX_ARGS.size)
+_PACKED_OUT_DTYPE = _PackedArgs(_lib.SOFTMAX_ARGS_OUT_DTYPE.size)
 _pack_into = _lib.SOFTMAX_ARGS.pack_into
 _ARGS_SIZE = _lib.SOFTMAX_ARGS.size
 _DEVICES_CHECKED = _lib.CALL_DEVICES_CHECKED
@@ -280,14 +281,13 @@ def launch_widening(log, inputs, out, dim, fn):
     dev = duet_device(first, fn)
     index = first.get_device()
     backward = len(inputs) == 2
-    args = _lib.SOFTMAX_ARGS_OUT_DTYPE
-    buffer = ctypes.create_string_buffer(args.size)
-    args.pack_into(buffer, 0, args.size, int(log), int(backward), DTYPE_CODES[first.dtype], _lib.CALL_OUT_DTYPE,
+    args, packed = _lib.SOFTMAX_ARGS_OUT_DTYPE, _PACKED_OUT_DTYPE
+    args.pack_into(packed.buffer, 0, args.size, int(log), int(backward), DTYPE_CODES[first.dtype], _lib.CALL_OUT_DTYPE,
                    rows, cols, first.data_ptr(), _row_stride(first),
                    matrices[1].data_ptr() if backward else 0, _row_stride(matrices[1]) if backward else 0,
                    dst.data_ptr(), _row_stride(dst), 0, 0, raw_stream(index) if index >= 0 else 0,
                    DTYPE_CODES[out.dtype], 0)
-    _lib.check(_lib.library().duet_softmax_call(dev, ctypes.addressof(buffer)))
+    _lib.check(_lib.library().duet_softmax_call(dev, packed.address))
     return True
 
 
