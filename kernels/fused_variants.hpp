@@ -93,12 +93,11 @@ constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i,
   return {kFusedGroupShapes[i][0], vpt / 2};
 }
 // block_row packs a thread on the vector path (others: half; causal too,
-// whose column compares spill 8 packs of 16-bit values on sm_80). The
-// widening softmax's forward keeps the light ops' 8 although its packs
-// hold 8 bytes of x: 16 spilled 96 bytes in the kernel without edges and
-// ran slower than two passes (bench/NOTES.md v44).
+// whose column compares spill 8 packs of 16-bit values on sm_80; the
+// widening softmax's forward twice as many: its packs hold 8 bytes of x).
 inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
+  if (op == FusedOp::widening_softmax) return 2 * kFusedBlockVpt[i];
   return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in

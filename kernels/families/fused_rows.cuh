@@ -175,20 +175,20 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
   __shared__ FusedScratch scratch;
   const int tid = threadIdx.x;
   const int nt = blockDim.x;
-  const std::int64_t packs = a.cols / PACK;
+  const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const Op op(a, row, 0);
     typename Op::Item it[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const std::int64_t p = std::int64_t(j) * nt + tid;
+      const int p = j * nt + tid;
       if (p < packs) op.template load<LoadHint::keep>(it[j], p);
     }
     RowAcc acc;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const std::int64_t p = std::int64_t(j) * nt + tid;
+      const int p = j * nt + tid;
       if (p < packs) op.accumulate(acc, it[j], p);
     }
     if constexpr (reduces<Op>) {
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
     if (op.writes()) {
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
-        const std::int64_t p = std::int64_t(j) * nt + tid;
+        const int p = j * nt + tid;
         if (p < packs) op.store(it[j], p, f, false);
       }
     }
