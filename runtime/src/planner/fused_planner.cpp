@@ -2,9 +2,11 @@
 // (kernels/fused_variants.hpp) and which grid, from the device's properties
 // and the shape. Vendor-free.
 //
-// By row length in packs (16-byte vectors, or elements on the scalar path,
-// which serves tensors whose rows start at different offsets within a
-// pack; a row's elements off the vector grid do not count):
+// By row length in packs (16-byte vectors of the row's widest tensor,
+// fused_vec: 4 elements for the widening softmax's float32 and 16-bit
+// pair; or elements on the scalar path, which serves tensors whose rows
+// start at different offsets within a pack; a row's elements off the
+// vector grid do not count):
 //   up to 256 packs          group_rows: 8 or 32 threads a row, in registers
 //   up to a block's registers block_row: one block a row, the block size and
 //                            packs a thread that keep the most of a row
