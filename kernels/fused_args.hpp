@@ -33,12 +33,10 @@ enum class FusedOp : int {
 };
 
 // The dtype of each tensor of a row operation: `dtype` (FusedArgs::dtype,
-// a catalogue entry's), but float32 for the widening softmax's y, dy and
-// the backward's input y.
+// a catalogue entry's), but float32 for the widening softmax's y: its
+// forward's output, and its backward's inputs. x and dy (the inputs) share
+// one dtype in every operation.
 constexpr DType fused_x_dtype(FusedOp op, DType dtype) {
-  return op == FusedOp::widening_softmax_backward ? DType::f32 : dtype;
-}
-constexpr DType fused_dy_dtype(FusedOp op, DType dtype) {
   return op == FusedOp::widening_softmax_backward ? DType::f32 : dtype;
 }
 constexpr DType fused_out_dtype(FusedOp op, DType dtype) { return op == FusedOp::widening_softmax ? DType::f32 : dtype; }

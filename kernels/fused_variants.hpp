@@ -211,7 +211,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
   };
   if (a.out != nullptr && !same_rows(a.out, a.out_stride, fused_out_dtype(a.op, a.dtype))) return false;
   if ((a.op == FusedOp::masked_softmax_backward || a.op == FusedOp::widening_softmax_backward) &&
-      !same_rows(a.dy, a.dy_stride, fused_dy_dtype(a.op, a.dtype)))
+      !same_rows(a.dy, a.dy_stride, fused_x_dtype(a.op, a.dtype)))
     return false;
   if (a.op == FusedOp::masked_softmax && (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
     // Row r is query i of head h of batch b: x's row starts at

@@ -269,9 +269,11 @@ def launch_widening(log, inputs, out, dim, fn):
     backward of float32 (y, dy) into a 16-bit out, over `dim`, with the cast
     in libduet's one pass (duet_softmax_call with CALL_OUT_DTYPE). Returns
     False, having run nothing, where out has no (rows, cols) view over `dim`
-    (the caller then casts and runs the plain call)."""
+    (the caller then casts and runs the plain call), or where libduet has no
+    duet_softmax_call."""
     dst = _view_2d(rows_of(out, dim))
-    if dst is None:
+    call = _softmax_call()
+    if dst is None or call is None:
         return False
     if out.numel() == 0:
         return True
@@ -287,7 +289,7 @@ def launch_widening(log, inputs, out, dim, fn):
                    matrices[1].data_ptr() if backward else 0, _row_stride(matrices[1]) if backward else 0,
                    dst.data_ptr(), _row_stride(dst), 0, 0, raw_stream(index) if index >= 0 else 0,
                    DTYPE_CODES[out.dtype], 0)
-    _lib.check(_lib.library().duet_softmax_call(dev, packed.address))
+    _lib.check(call(dev, packed.address))
     return True
 
 
