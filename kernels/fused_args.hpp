@@ -113,6 +113,10 @@ struct FusedArgs {
   int log_softmax = 0;     // shard_softmax, widening_softmax(_backward): 1 is log_softmax's
   const float* row_max = nullptr;  // shard_softmax, optional: lse is then log S of x - row_max
   void* workspace = nullptr;           // cross_entropy_workspace_size bytes, 16-byte aligned
+  // stream_row: bytes of dynamic shared memory that keep a row's first
+  // packs between its two passes (the launch sets it from the plan's
+  // geometry; 0 re-reads every chunk).
+  std::int64_t stash_bytes = 0;
 };
 
 // Cross-entropy's workspace: two int32 counters at byte 0 (rows not

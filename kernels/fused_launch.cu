@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -24,6 +25,8 @@ constexpr FusedKernelFn make_fused_entry() {
   constexpr FusedVariant v = kFusedCatalogue[I];
   using T = typename kernels::StorageOf<v.dtype>::type;
   using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
+  static_assert(v.vec == 1 || sizeof(typename Op::Item) == fused_item_bytes(v.op, v.mask, v.dtype),
+                "the planner sizes stream_row's stash by fused_item_bytes");
   if constexpr (v.edges) {
     if constexpr (v.strategy == FusedStrategy::group_rows)
       return &kernels::fused_group_edges_kernel<Op, v.vec, v.group, v.vpt>;
@@ -51,6 +54,23 @@ const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
   return table;
 }
 
+// The dynamic shared-memory limit each fused kernel was last raised to,
+// per device: raising it is a vendor call made once, not every launch.
+std::mutex g_smem_mutex;
+std::array<std::array<std::int64_t, kFusedVariantCount>, 64> g_smem_limit{};
+
+// Past 48 KiB a block's shared memory needs the kernel's explicit opt-in
+// (CUDA C Programming Guide, "Shared Memory"; HIP accepts the call).
+void allow_dynamic_smem(int ordinal, int variant, FusedKernelFn fn, std::int64_t bytes) {
+  if (bytes <= 0) return;
+  std::lock_guard<std::mutex> lock(g_smem_mutex);
+  auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
+  if (limit >= bytes) return;
+  DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  limit = bytes;
+}
+
 bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 // The catalogue entry fits the call: the planner picked it for this op,
@@ -75,6 +95,9 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                 fused_variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack as x's (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements); plan with vector_ok = false");
+  if (l.geometry.dynamic_smem < 0 || (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row))
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " takes no dynamic shared memory (asked for " +
+                                              std::to_string(l.geometry.dynamic_smem) + " bytes)");
   if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
                                               std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");
@@ -116,7 +139,10 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch,
   } else {
     const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(launch.variant)];
     const dim3 grid(static_cast<unsigned>(launch.geometry.grid)), block(static_cast<unsigned>(launch.geometry.block));
-    fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(args);
+    allow_dynamic_smem(ordinal, launch.variant, fn, launch.geometry.dynamic_smem);
+    FusedArgs k = args;
+    k.stash_bytes = launch.geometry.dynamic_smem;  // stream_row's stash: all of it
+    fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(k);
   }
   DUET_GPU_CHECK(cudaGetLastError());
   if (loss) {

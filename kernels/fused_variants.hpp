@@ -115,6 +115,26 @@ constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
   return (vec == 1 ? 8 : 4) / (fused_two_tensors(op, mask) ? 2 : 1);
 }
 
+// stream_row's stash: the first packs of a row, each thread's own Items
+// (the packs of one position: x, and dy or a mask pack) in dynamic shared
+// memory, written in the first pass and read in the second instead of
+// global memory. Bytes of an Item on the vector path, as the policies
+// (families/fused_ops.cuh) lay it out: 16-byte packs of x and of a second
+// tensor, a boolean mask's PACK bytes, padded to the Item's alignment (the
+// launch checks each entry's sizeof against it).
+constexpr int fused_item_bytes(FusedOp op, MaskKind mask, DType dtype) {
+  const int vec = fused_vec(op, dtype);
+  const int x = vec * dtype_size(fused_x_dtype(op, dtype));  // 16, or the widening forward's 8
+  int second = 0;
+  if (op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward) second = x;
+  if (op == FusedOp::masked_softmax && mask == MaskKind::additive) second = x;
+  if (op == FusedOp::masked_softmax && mask == MaskKind::boolean) second = vec;
+  return (x + second + x - 1) / x * x;
+}
+// The shared memory a fused block declares (FusedScratch,
+// families/fused_rows.cuh: two buffers of a float4 a warp of 32).
+inline constexpr int kFusedScratchBytes = 2 * (kFusedBlockMaxThreads / 32) * 16;
+
 // The op kinds in catalogue order: masked_softmax with each mask, then the
 // other operations.
 inline constexpr std::array<std::pair<FusedOp, MaskKind>, 11> kFusedOpKinds{{

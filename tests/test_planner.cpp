@@ -565,6 +565,73 @@ TEST_CASE("fused planner: the widening softmax packs 16 bytes of float32, its te
   CHECK_FALSE(detail::fused_row_edges(b));
 }
 
+TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory for its writing pass") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  const DeviceProps mi250 = device_file("mi250x_gcd.json");
+  const auto plan = [](const DeviceProps& dev, FusedOp op, MaskKind mask, DType dt, std::int64_t cols,
+                       const PlanOptions& options = {}) {
+    return plan_fused(dev, fused_shape(op, mask, dt, 1000, cols, true), options);
+  };
+  // A slot is one Item a thread of the 1024: 16 KiB of bf16 logits.
+  CHECK(fused_item_bytes(FusedOp::cross_entropy, MaskKind::none, DType::bf16) == 16);
+  CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::causal, DType::bf16) == 16);
+  CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16) == 32);  // 16 + 8, aligned
+  CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::additive, DType::f32) == 32);
+  CHECK(fused_item_bytes(FusedOp::masked_softmax_backward, MaskKind::none, DType::f16) == 32);
+  CHECK(fused_item_bytes(FusedOp::widening_softmax, MaskKind::none, DType::bf16) == 8);
+  CHECK(fused_item_bytes(FusedOp::widening_softmax_backward, MaskKind::none, DType::bf16) == 32);
+
+  // 8192 x 128256 bf16 logits: 16032 packs, 15.7 slots; the H100's opt-in
+  // 232448 bytes less the 1 KiB scratch hold 14 of them.
+  const std::int64_t optin = h100.smem_per_block_optin;
+  REQUIRE(optin == 232448);
+  auto p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256);
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
+  CHECK(p.launch.geometry.dynamic_smem == 14 * 16384);
+  CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
+  CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB), the rest read again from L2") !=
+        std::string::npos);
+  // A row that fits whole takes only its slots: 50257 -> 6282 packs, 7 slots.
+  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 50257);
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
+  CHECK(p.launch.geometry.dynamic_smem == 7 * 16384);
+  CHECK(p.why.find("the whole row kept in shared memory") != std::string::npos);
+  // Two tensors a position: slots of 32 KiB.
+  p = plan(h100, FusedOp::masked_softmax_backward, MaskKind::none, DType::bf16, 1 << 20);
+  CHECK(p.launch.geometry.dynamic_smem == 7 * 32768);
+  // The loss alone writes nothing; the backward and a shard's softmax
+  // reduce nothing: one pass each, no stash.
+  FusedShape loss_only = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
+  loss_only.gradient = false;
+  CHECK(plan_fused(h100, loss_only).launch.geometry.dynamic_smem == 0);
+  CHECK(plan(h100, FusedOp::cross_entropy_backward, MaskKind::none, DType::bf16, 128256).launch.geometry.dynamic_smem ==
+        0);
+  CHECK(plan(h100, FusedOp::shard_softmax, MaskKind::none, DType::f32, 1 << 20).launch.geometry.dynamic_smem == 0);
+  // The scalar path keeps none; nor do group_rows and block_row.
+  CHECK(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, false))
+            .launch.geometry.dynamic_smem == 0);
+  CHECK(plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 32000).launch.geometry.dynamic_smem == 0);
+  // A CDNA2 GCD's 64 KiB of LDS: 3 slots beside the scratch.
+  CHECK(plan(mi250, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).launch.geometry.dynamic_smem ==
+        3 * 16384);
+  // In place (the gradient into the logits): none, the L2 re-read.
+  FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
+  in_place.in_place = true;
+  p = plan_fused(h100, in_place);
+  CHECK(p.launch.geometry.dynamic_smem == 0);
+  CHECK(p.why.find("(in place)") != std::string::npos);
+  // Switched off (DUET_FUSED_STASH=0): every chunk again from L2.
+  PlanOptions off;
+  off.fused_stash = false;
+  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256, off);
+  CHECK(p.launch.geometry.dynamic_smem == 0);
+  CHECK(p.why.find("(DUET_FUSED_STASH=0)") != std::string::npos);
+  // No opt-in reported: none.
+  DeviceProps bare = h100;
+  bare.smem_per_block_optin = 0;
+  CHECK(plan(bare, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).launch.geometry.dynamic_smem == 0);
+}
+
 TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row") {
   FusedArgs a;
   a.op = FusedOp::cross_entropy;
@@ -707,7 +774,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
     }
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
-                           "DUET_BLOCK_VPT", "DUET_PERSISTENT"})
+                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -718,6 +785,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.max_cluster_blocks == kMaxClusterBlocks);
   CHECK(!none.force_split);
   CHECK(!none.persistent);
+  CHECK(none.fused_stash);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
   CHECK(with_env({{"DUET_CLUSTER", "prefer"}}).prefer_clusters);
@@ -727,9 +795,11 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_STREAM_SLACK", "12"}}).stream_slack == 12);
   CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
+  CHECK(!with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash);
+  CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
-                         Var{"DUET_PERSISTENT", "true"}}) {
+                         Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"}}) {
     INFO(bad.name, "=", bad.value);
     try {
       (void)with_env({bad});

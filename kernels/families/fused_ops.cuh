@@ -127,10 +127,17 @@ struct MaskedSoftmaxOp {
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
                                       std::conditional_t<MASK == MaskKind::boolean, BoolPack<PACK>, NoPack>>;
   using Scalar = MaskedSoftmaxOp<T, 1, MASK>;
-  struct Item {
+  struct ItemWithMask {
     V x;
     MaskPack mk;
   };
+  struct ItemWithoutMask {
+    V x;
+  };
+  // No member for a mask that reads nothing: an empty one would still take
+  // a stash slot's bytes (nvcc lays it out even where [[no_unique_address]]
+  // makes sizeof say otherwise).
+  using Item = std::conditional_t<std::is_same_v<MaskPack, NoPack>, ItemWithoutMask, ItemWithMask>;
   using Final = MaskedSoftmaxFinal;
 
   const V* x;

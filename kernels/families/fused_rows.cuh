@@ -7,8 +7,11 @@
 //   fused_stream_kernel  one block a row at a time, rows of any length: a
 //                        first pass of VPT-pack chunks into the thread's
 //                        online pair, one barrier, then a second pass over
-//                        the chunks in reverse order (the latest read first,
-//                        still in L2) that writes. Ops without an output
+//                        the chunks in reverse order that writes. Its
+//                        packs come from the row's first packs kept in
+//                        shared memory (RowStash: what the launch gives,
+//                        up to the block's opt-in), the rest again from L2
+//                        (the latest read first). Ops without an output
 //                        (cross-entropy's forward without the gradient) read
 //                        the row once; ops without a reduction (its
 //                        backward) only make the second pass.
@@ -111,6 +114,94 @@ __device__ __forceinline__ RowAcc combine_lanes(RowAcc r) {
 // `parity`, the next row the other, so a row's writes never meet the
 // previous row's reads (the barrier of the row between protects them).
 using FusedScratch = float4[2][kMaxWarpsPerBlock];
+static_assert(sizeof(FusedScratch) == kFusedScratchBytes, "the planner counts the scratch beside a stash");
+
+// stream_row's stash (fused_variants.hpp, fused_item_bytes): a row's
+// first `slots` slots in the dynamic shared memory, slot k = c * VPT + j
+// holding each thread's Item of pack j of chunk c. An Item is moved as
+// 16- or 8-byte words (one shared-memory access each), word w of slot k of
+// thread t at [k][w][t], so a warp's access covers consecutive banks (a
+// struct copied member by member was split into 4-byte accesses at the
+// Item's stride: bank conflicts). A thread reads back only the Items it
+// wrote, so no barrier orders them.
+template <class Item, int VPT>
+struct RowStash {
+  // The scalar path's Items (a few bytes; never planned a stash) as they are.
+  using Word = std::conditional_t<sizeof(Item) % 16 == 0, uint4, std::conditional_t<sizeof(Item) % 8 == 0, uint2, Item>>;
+  static constexpr int kWords = sizeof(Item) / sizeof(Word);
+  Word* words;  // this thread's word 0 of slot 0
+  int slots;
+
+  __device__ __forceinline__ explicit RowStash(std::int64_t bytes) {
+    extern __shared__ float4 dynamic_smem[];
+    words = reinterpret_cast<Word*>(dynamic_smem) + threadIdx.x;
+    slots = static_cast<int>(bytes / (std::int64_t(sizeof(Item)) * kFusedStreamBlock));
+  }
+  __device__ __forceinline__ bool holds(int chunk, int j) const { return chunk * VPT + j < slots; }
+  __device__ __forceinline__ bool holds_all(int chunk) const { return (chunk + 1) * VPT <= slots; }
+  __device__ __forceinline__ void put(int chunk, int j, const Item& it) const {
+    Word w[kWords];
+    __builtin_memcpy(w, &it, sizeof(Item));
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock] = w[k];
+  }
+  __device__ __forceinline__ Item get(int chunk, int j) const {
+    Word w[kWords];
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) w[k] = words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock];
+    Item it;
+    __builtin_memcpy(&it, w, sizeof(Item));
+    return it;
+  }
+};
+
+// Pass 1's loads of chunk c from pack c0 (`left` packs of the row from
+// there): packs the stash keeps are read once from memory (evict first),
+// the others asked to stay in L2 for pass 2.
+template <class Op, int VPT>
+__device__ __forceinline__ void stream_load(const Op& op, const RowStash<typename Op::Item, VPT>& stash,
+                                            typename Op::Item (&it)[VPT], int c, int c0, int left) {
+  constexpr int nt = kFusedStreamBlock;
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    if (j * nt + tid >= left) continue;
+    if (stash.holds(c, j))
+      op.template load<LoadHint::last_use>(it[j], c0 + j * nt + tid);
+    else
+      op.template load<LoadHint::keep>(it[j], c0 + j * nt + tid);
+  }
+}
+
+// Pass 2 of stream_row over chunk c from pack c0 (`left` packs of the row
+// from there): each pack's Item from the stash or loaded again, its output
+// stored streaming. A chunk wholly in the stash is written a pack at a
+// time (shared memory's latency needs no loads in flight); the others
+// issue their loads first, as pass 1 does.
+template <class Op, int VPT>
+__device__ __forceinline__ void stream_write(const Op& op, const typename Op::Final& f,
+                                             const RowStash<typename Op::Item, VPT>& stash, int c, int c0, int left) {
+  constexpr int nt = kFusedStreamBlock;
+  const int tid = threadIdx.x;
+  if (stash.holds_all(c)) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+      if (j * nt + tid < left) op.store(stash.get(c, j), c0 + j * nt + tid, f, true);
+    return;
+  }
+  typename Op::Item it[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (j * nt + tid < left && !stash.holds(c, j)) op.template load<LoadHint::last_use>(it[j], c0 + j * nt + tid);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    if (j * nt + tid >= left) continue;
+    if (stash.holds(c, j))
+      op.store(stash.get(c, j), c0 + j * nt + tid, f, true);
+    else
+      op.store(it[j], c0 + j * nt + tid, f, true);
+  }
+}
 
 template <class Op>
 __device__ __forceinline__ RowAcc combine_block(RowAcc r, FusedScratch& scratch, int parity) {
@@ -137,7 +228,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
   constexpr int kRowsPerBlock = kFusedGroupBlock / GROUP;
   const int lane = threadIdx.x % GROUP;
   const int group = threadIdx.x / GROUP;
-  const std::int64_t packs = a.cols / PACK;
+  const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
   // The bound is uniform across the block, so whole warps stay converged
   // for the shuffles when the last rows run out.
   for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < a.rows;
@@ -148,13 +239,13 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
     typename Op::Item it[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const std::int64_t p = std::int64_t(j) * GROUP + lane;
+      const int p = j * GROUP + lane;
       if (row_ok && p < packs) op.template load<LoadHint::keep>(it[j], p);
     }
     RowAcc acc;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const std::int64_t p = std::int64_t(j) * GROUP + lane;
+      const int p = j * GROUP + lane;
       if (row_ok && p < packs) op.accumulate(acc, it[j], p);
     }
     if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
@@ -162,7 +253,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
     if (row_ok && op.writes()) {
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
-        const std::int64_t p = std::int64_t(j) * GROUP + lane;
+        const int p = j * GROUP + lane;
         if (p < packs) op.store(it[j], p, f, false);
       }
     }
@@ -211,28 +302,28 @@ template <class Op, int PACK, int VPT>
 __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
   constexpr int nt = kFusedStreamBlock;
-  constexpr std::int64_t kChunk = std::int64_t(nt) * VPT;  // packs a chunk
+  constexpr int kChunk = nt * VPT;  // packs a chunk
   const int tid = threadIdx.x;
-  const std::int64_t packs = a.cols / PACK;
-  const std::int64_t last_chunk = packs > 0 ? (packs - 1) / kChunk * kChunk : 0;
+  const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
+  const int chunks = packs / kChunk + (packs % kChunk != 0);
+  const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const Op op(a, row, 0);
     RowAcc acc;
     if constexpr (reduces<Op>) {
-      // Pass 1: every chunk into the thread's partial results; the reads
-      // ask L2 to keep the lines for pass 2.
-      for (std::int64_t c0 = 0; c0 < packs; c0 += kChunk) {
+      // Pass 1: every chunk into the thread's partial results; the stash
+      // keeps the first packs, the reads of the rest ask L2 to keep the
+      // lines for pass 2.
+      for (int c = 0; c < chunks; ++c) {
+        const int c0 = c * kChunk, left = packs - c0;
         typename Op::Item it[VPT];
+        stream_load<Op, VPT>(op, stash, it, c, c0, left);
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
-          const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-          if (p < packs) op.template load<LoadHint::keep>(it[j], p);
-        }
-#pragma unroll
-        for (int j = 0; j < VPT; ++j) {
-          const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-          if (p < packs) op.accumulate(acc, it[j], p);
+          if (j * nt + tid >= left) continue;
+          if (stash.holds(c, j)) stash.put(c, j, it[j]);
+          op.accumulate(acc, it[j], c0 + j * nt + tid);
         }
       }
       acc = combine_block<Op>(acc, scratch, parity);
@@ -240,21 +331,10 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
     }
     const auto f = op.finish(acc);
     if (op.writes()) {
-      // Pass 2, last chunk first: the last read, evicted first; the output
-      // stored streaming, so it does not push pass 1's lines out of L2.
-      for (std::int64_t c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
-        typename Op::Item it[VPT];
-#pragma unroll
-        for (int j = 0; j < VPT; ++j) {
-          const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-          if (p < packs) op.template load<LoadHint::last_use>(it[j], p);
-        }
-#pragma unroll
-        for (int j = 0; j < VPT; ++j) {
-          const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-          if (p < packs) op.store(it[j], p, f, true);
-        }
-      }
+      // Pass 2, last chunk first (the last read, evicted first); the
+      // output stored streaming, so it does not push pass 1's lines out
+      // of L2.
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
     if (tid == 0) op.epilogue(f, row);
   }
@@ -347,77 +427,55 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
   }
 }
 
-// A pass-1 chunk of fused_stream_edges_kernel from pack c0: its loads, then
-// its sums; WITH_EDGES, the row's edges first.
+// A pass-1 chunk c of fused_stream_edges_kernel: its loads, then its sums,
+// each pack into the stash as it is added where the chunk is kept;
+// WITH_EDGES, the row's edges first.
 template <class Op, int VPT, bool WITH_EDGES, class Edges>
-__device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc, std::int64_t c0,
-                                                  std::int64_t packs) {
+__device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
+                                                  const RowStash<typename Op::Item, VPT>& stash, int c, int packs) {
   constexpr int nt = kFusedStreamBlock;
   const int tid = threadIdx.x;
+  const int c0 = c * nt * VPT, left = packs - c0;
   typename Op::Item it[VPT];
   if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-    if (p < packs) op.template load<LoadHint::keep>(it[j], p);
-  }
+  stream_load<Op, VPT>(op, stash, it, c, c0, left);
   if constexpr (WITH_EDGES) edges.accumulate(acc);
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-    if (p < packs) op.accumulate(acc, it[j], p);
+    if (j * nt + tid >= left) continue;
+    if (stash.holds(c, j)) stash.put(c, j, it[j]);
+    op.accumulate(acc, it[j], c0 + j * nt + tid);
   }
 }
-// A pass-2 chunk: its loads again, then its stores; WITH_EDGES, the edges
-// first.
-template <class Op, int VPT, bool WITH_EDGES, class Edges>
-__device__ __forceinline__ void stream_store(const Op& op, Edges& edges, const typename Op::Final& f, std::int64_t c0,
-                                             std::int64_t packs) {
-  constexpr int nt = kFusedStreamBlock;
-  const int tid = threadIdx.x;
-  typename Op::Item it[VPT];
-  if constexpr (WITH_EDGES) edges.template load<LoadHint::last_use>();
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-    if (p < packs) op.template load<LoadHint::last_use>(it[j], p);
-  }
-  if constexpr (WITH_EDGES) edges.store(f, true);
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const std::int64_t p = c0 + std::int64_t(j) * nt + tid;
-    if (p < packs) op.store(it[j], p, f, true);
-  }
-}
-
-// The edges once a row, with the first chunk of each pass (their loads in
-// flight with the chunk's, their registers free after it): added in pass 1,
-// read again and written in pass 2.
+// The edges once a row: in pass 1 with the first chunk (their loads in
+// flight with the chunk's, their registers free after it); in pass 2 read
+// again and written before the chunks (the threads that hold them wait one
+// load while the block's other warps go on).
 template <class Op, int PACK, int VPT>
 __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
-  constexpr std::int64_t kChunk = std::int64_t(kFusedStreamBlock) * VPT;  // packs a chunk
+  constexpr int kChunk = kFusedStreamBlock * VPT;  // packs a chunk
   const int tid = threadIdx.x;
+  const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
-    const std::int64_t packs = span.body;
+    const int packs = span.body;
+    const int chunks = packs / kChunk + (packs % kChunk != 0);
     const Op op(a, row, span.head);
     RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
     RowAcc acc;
     if constexpr (reduces<Op>) {
-      stream_accumulate<Op, VPT, true>(op, edges, acc, 0, packs);
-      for (std::int64_t c0 = kChunk; c0 < packs; c0 += kChunk)
-        stream_accumulate<Op, VPT, false>(op, edges, acc, c0, packs);
+      stream_accumulate<Op, VPT, true>(op, edges, acc, stash, 0, packs);
+      for (int c = 1; c < chunks; ++c) stream_accumulate<Op, VPT, false>(op, edges, acc, stash, c, packs);
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
     }
     const auto f = op.finish(acc);
     if (op.writes()) {
-      const std::int64_t last_chunk = packs > 0 ? (packs - 1) / kChunk * kChunk : 0;
-      stream_store<Op, VPT, true>(op, edges, f, last_chunk, packs);
-      for (std::int64_t c0 = last_chunk - kChunk; c0 >= 0; c0 -= kChunk)
-        stream_store<Op, VPT, false>(op, edges, f, c0, packs);
+      edges.template load<LoadHint::last_use>();
+      edges.store(f, true);
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
     if (tid == 0) op.epilogue(f, row);
   }

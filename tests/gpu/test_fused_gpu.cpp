@@ -676,3 +676,109 @@ TEST_CASE("fused cross-entropy backward from the forward's lse") {
         run_ce_backward(dev, c);
       }
 }
+
+// stream_row's stash (rows past a block's registers keep their first packs
+// in shared memory for the writing pass) gives the bits of the pass that
+// reads every chunk again (DUET_FUSED_STASH=0): the same values in the same
+// order, only from elsewhere. Rows kept whole (50257, with edges) and in
+// part (131072, 2^20), one and two tensors a position; in place, where
+// the planner keeps none.
+TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the rows read again") {
+  const Device dev = duet::testing::first_gpu();
+  const PlanOptions before = plan_options();
+  struct Restore {
+    PlanOptions o;
+    ~Restore() { set_plan_options(o); }
+  } restore{before};
+  PlanOptions on = before, off = before;
+  on.fused_stash = true;
+  off.fused_stash = false;
+  const auto stashed = [&](const FusedShape& s) { return plan_fused(dev.props(), s, on).launch.geometry.dynamic_smem; };
+
+  for (DType dt : {DType::bf16, DType::f32})
+    for (std::int64_t cols : {std::int64_t(50257), std::int64_t(131072), std::int64_t(1) << 20})
+      for (bool in_place : {false, true}) {
+        const std::int64_t rows = cols > 200000 ? 3 : 2 * dev.props().sm_count + 5;  // a second row a block
+        INFO(to_string(dt), " ", rows, " x ", cols, in_place ? " in place" : "");
+        const auto x = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 4.0f), rows,
+                               cols, cols, 0, dt);
+        std::vector<std::int64_t> target(static_cast<std::size_t>(rows));
+        for (std::int64_t r = 0; r < rows; ++r) target[static_cast<std::size_t>(r)] = (r * 7919) % cols;
+        Buffer btarget(dev, target.size() * 8);
+        btarget.upload(target.data(), target.size() * 8);
+        FusedShape shape;
+        shape.op = FusedOp::cross_entropy;
+        shape.dtype = dt;
+        shape.rows = rows;
+        shape.cols = cols;
+        shape.gradient = true;
+        shape.row_edges = cols % dtype_vec16(dt) != 0;
+        shape.in_place = in_place;
+        REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
+        CHECK((stashed(shape) > 0) == !in_place);  // in place: read again from L2 (v46)
+        CHECK(plan_fused(dev.props(), shape, off).launch.geometry.dynamic_smem == 0);
+        std::vector<std::vector<std::uint8_t>> grads;
+        std::vector<std::vector<float>> losses;
+        for (const PlanOptions& o : {on, off}) {
+          set_plan_options(o);
+          Buffer bx(dev, x.size()), bgrad(dev, x.size()), bloss(dev, rows * 4), blse(dev, rows * 4);
+          bx.upload(x.data(), x.size());
+          if (!in_place) bgrad.fill(0xff);
+          bloss.fill(0xff);
+          CrossEntropyCall call;
+          call.dtype = dt;
+          call.rows = rows;
+          call.cols = cols;
+          call.logits = bx.data();
+          call.logits_stride = cols;
+          call.target = btarget.data();
+          call.options.reduction = Reduction::none;
+          call.options.label_smoothing = 0.1f;
+          call.loss = static_cast<float*>(bloss.data());
+          call.lse = static_cast<float*>(blse.data());
+          call.grad = in_place ? bx.data() : bgrad.data();
+          call.grad_stride = cols;
+          run(dev, call);
+          synchronize(dev);
+          grads.emplace_back(x.size());
+          (in_place ? bx : bgrad).download(grads.back().data(), x.size());
+          losses.emplace_back(static_cast<std::size_t>(rows));
+          bloss.download(losses.back().data(), losses.back().size() * 4);
+        }
+        CHECK(grads[0] == grads[1]);
+        CHECK(losses[0] == losses[1]);
+        CHECK(grads[0] != x);  // written
+      }
+
+  // The masked softmax backward: y and dy a position (32-byte Items).
+  for (DType dt : {DType::f16, DType::f32}) {
+    const std::int64_t rows = 2 * dev.props().sm_count + 3, cols = 131072 + 5;
+    INFO(to_string(dt), " backward ", rows, " x ", cols);
+    const auto y = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 1.0f), rows, cols,
+                           cols, 0, dt);
+    const auto dy = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 1.0f), rows, cols,
+                            cols, 0, dt);
+    FusedShape shape;
+    shape.op = FusedOp::masked_softmax_backward;
+    shape.dtype = dt;
+    shape.rows = rows;
+    shape.cols = cols;
+    shape.row_edges = true;
+    REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
+    CHECK(stashed(shape) > 0);
+    std::vector<std::vector<std::uint8_t>> dxs;
+    for (const PlanOptions& o : {on, off}) {
+      set_plan_options(o);
+      Buffer by(dev, y.size()), bdy(dev, dy.size()), bdx(dev, y.size());
+      by.upload(y.data(), y.size());
+      bdy.upload(dy.data(), dy.size());
+      bdx.fill(0xff);
+      masked_softmax_backward(dev, dt, rows, cols, by.data(), cols, bdy.data(), cols, bdx.data(), cols, 0.5f);
+      synchronize(dev);
+      dxs.emplace_back(y.size());
+      bdx.download(dxs.back().data(), y.size());
+    }
+    CHECK(dxs[0] == dxs[1]);
+    CHECK(std::count(dxs[0].begin(), dxs[0].end(), std::uint8_t(0xff)) < std::ptrdiff_t(dxs[0].size() / 64));
+  }
+}

@@ -324,7 +324,7 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
   }
   duet::FusedPlan p;
   try {
-    p = duet::plan_fused(e.props, shape);
+    p = duet::plan_fused(e.props, shape, duet::plan_options());
   } catch (const duet::Error& err) {
     if (err.status() != duet::Status::invalid_argument) throw;
     throw UsageError{"--plan " + req.text + ": " + err.what()};
@@ -334,7 +334,8 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
                 {"variant_index", p.launch.variant},
                 {"why", p.why},
                 {"grid", p.launch.geometry.grid},
-                {"block", p.launch.geometry.block}});
+                {"block", p.launch.geometry.block},
+                {"dynamic_smem_bytes", p.launch.geometry.dynamic_smem}});
   return j;
 }
 
@@ -354,8 +355,11 @@ void print_fused_plan(const json& j) {
   }
   print_kv("variant", j["variant"].get<std::string>());
   print_kv("why", j["why"].get<std::string>());
-  print_kv("launch", "grid " + std::to_string(j["grid"].get<long long>()) + " x block " +
-                         std::to_string(j["block"].get<int>()));
+  std::string launch =
+      "grid " + std::to_string(j["grid"].get<long long>()) + " x block " + std::to_string(j["block"].get<int>());
+  if (j["dynamic_smem_bytes"].get<long long>() > 0)
+    launch += ", " + std::to_string(j["dynamic_smem_bytes"].get<long long>()) + " B dynamic shared memory";
+  print_kv("launch", launch);
 }
 
 void print_plan(const json& j) {

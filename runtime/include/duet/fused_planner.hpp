@@ -8,6 +8,7 @@
 
 #include "duet/device_props.hpp"
 #include "duet/export.h"
+#include "duet/planner.hpp"
 #include "fused_args.hpp"
 
 namespace duet {
@@ -30,6 +31,11 @@ struct FusedShape {
   // kernels with edges serve them. A row length not a whole number of packs
   // needs them whatever this says. The library's calls set it.
   bool row_edges = false;
+  // The output is an input itself (cross-entropy's gradient written into
+  // the logits, masked softmax in place): stream_row then keeps nothing of a
+  // row in shared memory (the second read from L2 measured faster,
+  // bench/NOTES.md v46). The library's calls set it.
+  bool in_place = false;
 };
 
 struct FusedPlan {
@@ -39,7 +45,8 @@ struct FusedPlan {
 };
 
 // Throws duet::Error(invalid_argument) for a bad shape and
-// duet::Error(unsupported) when nothing fits the device.
-DUET_API FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& shape);
+// duet::Error(unsupported) when nothing fits the device. Of the options,
+// fused_stash applies (the library's calls pass plan_options()).
+DUET_API FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& shape, const PlanOptions& options = {});
 
 }  // namespace duet

@@ -49,6 +49,7 @@ namespace duet {
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
+// | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
 struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
   // planner also drops them where the vendor says none of the shape fits).
@@ -73,6 +74,9 @@ struct PlanOptions {
   int block_vpt = 0;
   // Grids of one wave of resident blocks instead of up to 64.
   bool persistent = false;
+  // The fused operations' stream_row keeps what fits of a row in shared
+  // memory between its passes (duet/fused_planner.hpp).
+  bool fused_stash = true;
 };
 
 // The options the environment asks for (the table above); throws

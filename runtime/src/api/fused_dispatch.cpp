@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "backend_registry.hpp"
+#include "duet/softmax.hpp"
 #include "fused_variants.hpp"
 #include "log.hpp"
 
@@ -12,7 +13,7 @@ namespace duet::detail {
 namespace {
 
 using FusedKey =
-    std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool>;
+    std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool, bool, bool>;
 
 // Plans per device and shape. Rows are part of the key (a plan's grid is
 // for its rows), so a run of many shapes could grow the map without bound:
@@ -22,12 +23,14 @@ std::mutex g_fused_mutex;
 std::map<FusedKey, FusedLaunch> g_fused_plans;
 
 FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
-  const FusedKey key{dev.backend(), dev.ordinal(), s.op,          s.dtype,     s.rows,    s.cols,
-                     s.vector_ok,   s.row_edges,  s.mask_kind, s.gradient};
+  const PlanOptions options = plan_options();
+  const FusedKey key{dev.backend(), dev.ordinal(), s.op,       s.dtype,    s.rows,
+                     s.cols,        s.vector_ok,   s.row_edges, s.mask_kind, s.gradient,
+                     s.in_place,    options.fused_stash};
   std::lock_guard<std::mutex> lock(g_fused_mutex);
   auto it = g_fused_plans.find(key);
   if (it != g_fused_plans.end()) return it->second;
-  const FusedPlan plan = plan_fused(dev.props(), s);
+  const FusedPlan plan = plan_fused(dev.props(), s, options);
   log::debug("fused plan {} {}x{} {}: {} grid {} block {} smem {} ({})", dev.label(), s.rows, s.cols,
              to_string(s.dtype), plan.kernel, plan.launch.geometry.grid, plan.launch.geometry.block,
              plan.launch.geometry.dynamic_smem, plan.why);
@@ -61,6 +64,7 @@ void launch_fused(const Device& dev, const FusedArgs& args, const FusedShape& sh
     FusedShape s = shape;
     s.vector_ok = fused_vector_ok(args);
     s.row_edges = s.vector_ok && fused_row_edges(args);
+    s.in_place = args.out != nullptr && (args.out == args.x || args.out == args.dy);
     launch = cached_fused_launch(dev, s);
   }
   backend(dev.backend()).launch_fused(dev.ordinal(), args, launch, stream);

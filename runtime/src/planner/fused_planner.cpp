@@ -12,7 +12,9 @@
 //                            packs a thread that keep the most of a row
 //                            resident an SM
 //   longer                   stream_row: one 1024-thread block a row at a
-//                            time, two passes, the second mostly from L2
+//                            time, two passes; the second reads what fits
+//                            of the row in the block's shared memory
+//                            (vector path) from there, the rest from L2
 // Register use is what each kernel's __launch_bounds__ caps it to
 // (kFusedRegisterCap), so the planner's occupancy estimate needs no
 // compiled kernel's attributes.
@@ -114,7 +116,7 @@ std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
 
 }  // namespace
 
-FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
+FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOptions& options) {
   const Status bad = Status::invalid_argument;
   require(dev.is_gpu(), bad, [&] { return "plan_fused plans GPU launches; " + dev.name + " is not a GPU"; });
   detail::require_plannable(s.rows, s.cols);
@@ -143,6 +145,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
 
   FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0, edges};
   int threads = 0;
+  std::int64_t stash_bytes = 0;
   std::string why;
   const int longest = int(kFusedGroupShapes.size()) - 1;
   if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, longest, edges)[1]) {
@@ -197,9 +200,29 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
       const bool reduces = s.op != FusedOp::cross_entropy_backward && s.op != FusedOp::shard_softmax;
       why = "row of " + packs + " exceeds a block's registers: one block a row, " + std::to_string(cdiv(nv, chunk)) +
             " chunks of " + std::to_string(chunk) + (vec > 1 ? " packs" : " elements") +
-            (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order from L2"
+            (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order"
              : reduces         ? ", one online (max, sum) pass (nothing to write)"
                                : ", one elementwise pass");
+      // The stash: a row's first slots (a pack a thread each) in the
+      // dynamic shared memory the block may opt into beside its scratch,
+      // so the writing pass reads them on chip; the rest again from L2,
+      // the latest read first.
+      const std::int64_t slot = std::int64_t(kFusedStreamBlock) * fused_item_bytes(s.op, mask, s.dtype);
+      const std::int64_t fit = (dev.smem_per_block_optin - kFusedScratchBytes) / slot;
+      const std::int64_t slots = std::min(fit, cdiv(nv, kFusedStreamBlock));
+      if (reduces && writes) {
+        if (vec > 1 && options.fused_stash && !s.in_place && slots > 0) {
+          stash_bytes = slots * slot;
+          const std::int64_t kept = std::min(nv, slots * kFusedStreamBlock);
+          why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
+          why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB)";
+          if (kept < nv) why += ", the rest read again from L2";
+        } else {
+          why += ", the second reading it again from L2";
+          if (vec > 1 && !options.fused_stash) why += " (DUET_FUSED_STASH=0)";
+          if (vec > 1 && options.fused_stash && s.in_place) why += " (in place)";
+        }
+      }
     }
   }
   const int variant = find_fused_variant(v);
@@ -216,7 +239,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s) {
 
   FusedPlan plan;
   plan.launch.variant = variant;
-  plan.launch.geometry = LaunchGeometry{grid, threads, 0};
+  plan.launch.geometry = LaunchGeometry{grid, threads, stash_bytes};
   plan.kernel = fused_variant_name(v);
   // Appended piece by piece: one long chain of operator+ trips GCC 12's
   // -Wrestrict false positive.

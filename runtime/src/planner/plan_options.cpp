@@ -55,6 +55,10 @@ PlanOptions plan_options_from_environment() {
   require(persistent.empty() || persistent == "0" || persistent == "1", Status::invalid_argument,
           "DUET_PERSISTENT must be 0 or 1, got '" + persistent + "'");
   o.persistent = persistent == "1";
+  const std::string stash = env("DUET_FUSED_STASH");
+  require(stash.empty() || stash == "0" || stash == "1", Status::invalid_argument,
+          "DUET_FUSED_STASH must be 0 or 1, got '" + stash + "'");
+  o.fused_stash = stash != "0";
   return o;
 }
 
