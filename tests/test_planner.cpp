@@ -589,13 +589,31 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
   CHECK(p.launch.geometry.dynamic_smem == 14 * 16384);
   CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
-  CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB), the rest read again from L2") !=
-        std::string::npos);
-  // A row that fits whole takes only its slots: 50257 -> 6282 packs, 7 slots.
+  CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB: the rows between their passes "
+                   "move 65 MiB, past L2's 50 MiB), the rest read again from L2") != std::string::npos);
+  // Rows whose passes L2 serves keep none: 132 rows of 50257 bf16 logits
+  // and their gradient move 25 MiB; in place (the gradient into the
+  // logits), 128256 classes move 34 MiB.
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 50257);
-  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
-  CHECK(p.launch.geometry.dynamic_smem == 7 * 16384);
+  CHECK(p.launch.geometry.dynamic_smem == 0);
+  CHECK(p.why.find("(the rows between their passes move 25 MiB, within L2's 50 MiB)") != std::string::npos);
+  FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
+  in_place.in_place = true;
+  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 0);
+  // Nor do few rows: 64 rows of 128256 move 32 MiB.
+  CHECK(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 64, 128256, true))
+            .launch.geometry.dynamic_smem == 0);
+  // A row that fits whole takes only its slots: 50257 f32 -> 12564 packs,
+  // 13 slots (132 rows move 51 MiB).
+  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::f32, 50257);
+  CHECK(p.kernel == "stream_row<cross_entropy,f32,vec4,v4,edges>");
+  CHECK(p.launch.geometry.dynamic_smem == 13 * 16384);
   CHECK(p.why.find("the whole row kept in shared memory") != std::string::npos);
+  // An unknown L2 size: the stash wherever it fits.
+  DeviceProps no_l2 = h100;
+  no_l2.l2_bytes = 0;
+  CHECK(plan(no_l2, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 50257).launch.geometry.dynamic_smem ==
+        7 * 16384);
   // Two tensors a position: slots of 32 KiB.
   p = plan(h100, FusedOp::masked_softmax_backward, MaskKind::none, DType::bf16, 1 << 20);
   CHECK(p.launch.geometry.dynamic_smem == 7 * 32768);
@@ -614,12 +632,6 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   // A CDNA2 GCD's 64 KiB of LDS: 3 slots beside the scratch.
   CHECK(plan(mi250, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).launch.geometry.dynamic_smem ==
         3 * 16384);
-  // In place (the gradient into the logits): none, the L2 re-read.
-  FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
-  in_place.in_place = true;
-  p = plan_fused(h100, in_place);
-  CHECK(p.launch.geometry.dynamic_smem == 0);
-  CHECK(p.why.find("(in place)") != std::string::npos);
   // Switched off (DUET_FUSED_STASH=0): every chunk again from L2.
   PlanOptions off;
   off.fused_stash = false;

@@ -678,11 +678,12 @@ TEST_CASE("fused cross-entropy backward from the forward's lse") {
 }
 
 // stream_row's stash (rows past a block's registers keep their first packs
-// in shared memory for the writing pass) gives the bits of the pass that
-// reads every chunk again (DUET_FUSED_STASH=0): the same values in the same
-// order, only from elsewhere. Rows kept whole (50257, with edges) and in
-// part (131072, 2^20), one and two tensors a position; in place, where
-// the planner keeps none.
+// in shared memory for the writing pass, where L2 would not hold them until
+// then) gives the bits of the pass that reads every chunk again
+// (DUET_FUSED_STASH=0): the same values in the same order, only from
+// elsewhere. Rows kept whole (50257 f32 on a 50 MB L2) and in part, one and
+// two tensors a position, in place; enough rows that those between their
+// passes outgrow L2.
 TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the rows read again") {
   const Device dev = duet::testing::first_gpu();
   const PlanOptions before = plan_options();
@@ -694,11 +695,17 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
   on.fused_stash = true;
   off.fused_stash = false;
   const auto stashed = [&](const FusedShape& s) { return plan_fused(dev.props(), s, on).launch.geometry.dynamic_smem; };
+  const std::int64_t sms = dev.props().sm_count, l2 = dev.props().l2_bytes;
+  int kept = 0;
 
   for (DType dt : {DType::bf16, DType::f32})
     for (std::int64_t cols : {std::int64_t(50257), std::int64_t(131072), std::int64_t(1) << 20})
       for (bool in_place : {false, true}) {
-        const std::int64_t rows = cols > 200000 ? 3 : 2 * dev.props().sm_count + 5;  // a second row a block
+        // Rows: a second one a block, and for the longest ones enough that
+        // the resident rows move twice L2.
+        const std::int64_t row_bytes = 2 * cols * dtype_size(dt);
+        const std::int64_t rows =
+            cols > 200000 ? std::clamp<std::int64_t>(2 * l2 / row_bytes + 1, 3, sms) : 2 * sms + 5;
         INFO(to_string(dt), " ", rows, " x ", cols, in_place ? " in place" : "");
         const auto x = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 4.0f), rows,
                                cols, cols, 0, dt);
@@ -715,7 +722,8 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
         shape.row_edges = cols % dtype_vec16(dt) != 0;
         shape.in_place = in_place;
         REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
-        CHECK((stashed(shape) > 0) == !in_place);  // in place: read again from L2 (v46)
+        INFO("stash ", stashed(shape), " bytes");
+        kept += stashed(shape) > 0;
         CHECK(plan_fused(dev.props(), shape, off).launch.geometry.dynamic_smem == 0);
         std::vector<std::vector<std::uint8_t>> grads;
         std::vector<std::vector<float>> losses;
@@ -765,7 +773,7 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
     shape.cols = cols;
     shape.row_edges = true;
     REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
-    CHECK(stashed(shape) > 0);
+    kept += stashed(shape) > 0;
     std::vector<std::vector<std::uint8_t>> dxs;
     for (const PlanOptions& o : {on, off}) {
       set_plan_options(o);
@@ -781,4 +789,41 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
     CHECK(dxs[0] == dxs[1]);
     CHECK(std::count(dxs[0].begin(), dxs[0].end(), std::uint8_t(0xff)) < std::ptrdiff_t(dxs[0].size() / 64));
   }
+  // The widening softmax forward: 8-byte Items of bf16 x into float32 y.
+  for (std::int64_t cols : {std::int64_t(100000), std::int64_t(128256 + 3)}) {
+    const std::int64_t rows = 2 * dev.props().sm_count + 1;
+    INFO("widening ", rows, " x ", cols);
+    const auto x = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 4.0f), rows, cols,
+                           cols, 0, DType::bf16);
+    FusedShape shape;
+    shape.op = FusedOp::widening_softmax;
+    shape.dtype = DType::bf16;
+    shape.rows = rows;
+    shape.cols = cols;
+    shape.row_edges = cols % 4 != 0;
+    REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
+    kept += stashed(shape) > 0;
+    std::vector<std::vector<std::uint8_t>> ys;
+    for (const PlanOptions& o : {on, off}) {
+      set_plan_options(o);
+      Buffer bx(dev, x.size()), by(dev, std::size_t(rows * cols) * 4);
+      bx.upload(x.data(), x.size());
+      by.fill(0xff);
+      run(dev, SoftmaxCall{.op = Op::log_softmax,
+                           .dtype = DType::bf16,
+                           .rows = rows,
+                           .cols = cols,
+                           .x = bx.data(),
+                           .x_stride = cols,
+                           .out = by.data(),
+                           .out_stride = cols,
+                           .out_dtype = DType::f32});
+      synchronize(dev);
+      ys.emplace_back(by.size());
+      by.download(ys.back().data(), by.size());
+    }
+    CHECK(ys[0] == ys[1]);
+    CHECK(std::count(ys[0].begin(), ys[0].end(), std::uint8_t(0xff)) < std::ptrdiff_t(ys[0].size() / 64));
+  }
+  CHECK(kept >= 6);  // on a 50 MB L2: 2^20 rows both ways, the backward and the widening rows at least
 }

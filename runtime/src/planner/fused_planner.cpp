@@ -206,21 +206,32 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // The stash: a row's first slots (a pack a thread each) in the
       // dynamic shared memory the block may opt into beside its scratch,
       // so the writing pass reads them on chip; the rest again from L2,
-      // the latest read first.
-      const std::int64_t slot = std::int64_t(kFusedStreamBlock) * fused_item_bytes(s.op, mask, s.dtype);
+      // the latest read first. Where the rows between their passes (one a
+      // block, a block an SM) move no more than L2 holds (what they read,
+      // and what they write unless in place), pass 2 finds them there and
+      // the stash measured slower (bench/NOTES.md v46).
+      const std::int64_t item = fused_item_bytes(s.op, mask, s.dtype);
+      const std::int64_t slot = std::int64_t(kFusedStreamBlock) * item;
       const std::int64_t fit = (dev.smem_per_block_optin - kFusedScratchBytes) / slot;
       const std::int64_t slots = std::min(fit, cdiv(nv, kFusedStreamBlock));
+      const std::int64_t out_bytes = s.in_place ? 0 : s.cols * dtype_size(fused_out_dtype(s.op, s.dtype));
+      const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, std::max(dev.sm_count, 1));
+      const std::int64_t between = resident_rows * (nv * item + out_bytes);
+      const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
+      const auto mib = [](std::int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
       if (reduces && writes) {
-        if (vec > 1 && options.fused_stash && !s.in_place && slots > 0) {
+        if (vec > 1 && options.fused_stash && !in_l2 && slots > 0) {
           stash_bytes = slots * slot;
           const std::int64_t kept = std::min(nv, slots * kFusedStreamBlock);
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
-          why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB)";
+          why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
+          why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes) + ")";
           if (kept < nv) why += ", the rest read again from L2";
         } else {
           why += ", the second reading it again from L2";
           if (vec > 1 && !options.fused_stash) why += " (DUET_FUSED_STASH=0)";
-          if (vec > 1 && options.fused_stash && s.in_place) why += " (in place)";
+          if (vec > 1 && options.fused_stash && in_l2)
+            why += " (the rows between their passes move " + mib(between) + ", within L2's " + mib(dev.l2_bytes) + ")";
         }
       }
     }
