@@ -713,14 +713,13 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
         for (std::int64_t r = 0; r < rows; ++r) target[static_cast<std::size_t>(r)] = (r * 7919) % cols;
         Buffer btarget(dev, target.size() * 8);
         btarget.upload(target.data(), target.size() * 8);
-        FusedShape shape;
-        shape.op = FusedOp::cross_entropy;
-        shape.dtype = dt;
-        shape.rows = rows;
-        shape.cols = cols;
-        shape.gradient = true;
-        shape.row_edges = cols % dtype_vec16(dt) != 0;
-        shape.in_place = in_place;
+        const FusedShape shape{.op = FusedOp::cross_entropy,
+                               .dtype = dt,
+                               .rows = rows,
+                               .cols = cols,
+                               .gradient = true,
+                               .row_edges = cols % dtype_vec16(dt) != 0,
+                               .in_place = in_place};
         REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
         INFO("stash ", stashed(shape), " bytes");
         kept += stashed(shape) > 0;
@@ -733,20 +732,17 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
           bx.upload(x.data(), x.size());
           if (!in_place) bgrad.fill(0xff);
           bloss.fill(0xff);
-          CrossEntropyCall call;
-          call.dtype = dt;
-          call.rows = rows;
-          call.cols = cols;
-          call.logits = bx.data();
-          call.logits_stride = cols;
-          call.target = btarget.data();
-          call.options.reduction = Reduction::none;
-          call.options.label_smoothing = 0.1f;
-          call.loss = static_cast<float*>(bloss.data());
-          call.lse = static_cast<float*>(blse.data());
-          call.grad = in_place ? bx.data() : bgrad.data();
-          call.grad_stride = cols;
-          run(dev, call);
+          run(dev, CrossEntropyCall{.dtype = dt,
+                                    .rows = rows,
+                                    .cols = cols,
+                                    .logits = bx.data(),
+                                    .logits_stride = cols,
+                                    .target = btarget.data(),
+                                    .options = {.label_smoothing = 0.1f, .reduction = Reduction::none},
+                                    .loss = static_cast<float*>(bloss.data()),
+                                    .lse = static_cast<float*>(blse.data()),
+                                    .grad = in_place ? bx.data() : bgrad.data(),
+                                    .grad_stride = cols});
           synchronize(dev);
           grads.emplace_back(x.size());
           (in_place ? bx : bgrad).download(grads.back().data(), x.size());
@@ -766,12 +762,8 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
                            cols, 0, dt);
     const auto dy = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 1.0f), rows, cols,
                             cols, 0, dt);
-    FusedShape shape;
-    shape.op = FusedOp::masked_softmax_backward;
-    shape.dtype = dt;
-    shape.rows = rows;
-    shape.cols = cols;
-    shape.row_edges = true;
+    const FusedShape shape{
+        .op = FusedOp::masked_softmax_backward, .dtype = dt, .rows = rows, .cols = cols, .row_edges = true};
     REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
     kept += stashed(shape) > 0;
     std::vector<std::vector<std::uint8_t>> dxs;
@@ -795,12 +787,8 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
     INFO("widening ", rows, " x ", cols);
     const auto x = scatter(duet::testing::random_values(static_cast<std::size_t>(rows * cols), 4.0f), rows, cols,
                            cols, 0, DType::bf16);
-    FusedShape shape;
-    shape.op = FusedOp::widening_softmax;
-    shape.dtype = DType::bf16;
-    shape.rows = rows;
-    shape.cols = cols;
-    shape.row_edges = cols % 4 != 0;
+    const FusedShape shape{
+        .op = FusedOp::widening_softmax, .dtype = DType::bf16, .rows = rows, .cols = cols, .row_edges = cols % 4 != 0};
     REQUIRE(plan_fused(dev.props(), shape, on).kernel.rfind("stream_row<", 0) == 0);
     kept += stashed(shape) > 0;
     std::vector<std::vector<std::uint8_t>> ys;
