@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "gpu_check.hpp"
+#include "smem_opt_in.hpp"
 #include "backend_api.hpp"
 #include "families/fused_rows.cuh"
 #include "families/shard_combine.cuh"
@@ -54,22 +54,7 @@ const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
   return table;
 }
 
-// The dynamic shared-memory limit each fused kernel was last raised to,
-// per device: raising it is a vendor call made once, not every launch.
-std::mutex g_smem_mutex;
-std::array<std::array<std::int64_t, kFusedVariantCount>, 64> g_smem_limit{};
-
-// Past 48 KiB a block's shared memory needs the kernel's explicit opt-in
-// (CUDA C Programming Guide, "Shared Memory"; HIP accepts the call).
-void allow_dynamic_smem(int ordinal, int variant, FusedKernelFn fn, std::int64_t bytes) {
-  if (bytes <= 0) return;
-  std::lock_guard<std::mutex> lock(g_smem_mutex);
-  auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
-  if (limit >= bytes) return;
-  DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)));
-  limit = bytes;
-}
+SmemOptIn<kFusedVariantCount> g_smem;  // stream_row's stash
 
 bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -139,7 +124,7 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch,
   } else {
     const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(launch.variant)];
     const dim3 grid(static_cast<unsigned>(launch.geometry.grid)), block(static_cast<unsigned>(launch.geometry.block));
-    allow_dynamic_smem(ordinal, launch.variant, fn, launch.geometry.dynamic_smem);
+    g_smem.allow(ordinal, launch.variant, reinterpret_cast<const void*>(fn), launch.geometry.dynamic_smem);
     FusedArgs k = args;
     k.stash_bytes = launch.geometry.dynamic_smem;  // stream_row's stash: all of it
     fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(k);

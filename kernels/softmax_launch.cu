@@ -1,11 +1,11 @@
 // One kernel instantiation per catalogue entry, and the launch of an entry.
 // Compiled once per vendor (nvcc, hipcc), into namespace duet::DUET_NS.
 #include <array>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "gpu_check.hpp"
+#include "smem_opt_in.hpp"
 #include "backend_api.hpp"
 #include "families/block_row.cuh"
 #include "families/cluster_row.cuh"
@@ -43,10 +43,8 @@ KernelFn pick(int variant, bool finalize) {
   return finalize ? k.finalize : k.main;
 }
 
-// The dynamic shared-memory limit a kernel was last raised to, per device:
-// raising it is a vendor call we make once, not on every launch.
-std::mutex g_smem_mutex;
-std::array<std::array<std::int64_t, kVariantCount>, 64> g_smem_limit{};
+// Each entry's kernels (main, then finalize) that run with dynamic shared memory.
+SmemOptIn<2 * kVariantCount> g_smem;
 
 }  // namespace
 
@@ -68,9 +66,9 @@ KernelAttributes kernel_attributes(int ordinal, int variant, bool finalize) {
 int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {
   const KernelFn fn = pick(variant, finalize);
   DeviceGuard guard(ordinal);
-  if (dynamic_smem > 0)
-    DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)));
+  // Raised as a launch would (never lowered: a launch after this query
+  // keeps what it was allowed).
+  g_smem.allow(ordinal, 2 * variant + (finalize ? 1 : 0), reinterpret_cast<const void*>(fn), dynamic_smem);
   int blocks = 0;
   DUET_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, static_cast<size_t>(dynamic_smem)));
   return blocks;
@@ -126,20 +124,9 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   const auto s = static_cast<cudaStream_t>(stream);
   auto launch_one = [&](bool finalize, const LaunchGeometry& g) {
     const KernelFn fn = pick(variant, finalize);
-    if (g.dynamic_smem > 0) {
-      // Blocks past 48 KiB of shared memory, static plus dynamic, need an
-      // explicit opt-in (CUDA C Programming Guide, "Shared Memory"; HIP
-      // accepts the call). 48 KiB of dynamic memory plus the kernel's static
-      // scratch failed to launch without it, so any dynamic size opts in.
-      std::lock_guard<std::mutex> lock(g_smem_mutex);
-      auto& limit = g_smem_limit.at(static_cast<std::size_t>(ordinal))[static_cast<std::size_t>(variant)];
-      if (limit < g.dynamic_smem) {
-        DUET_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(g.dynamic_smem)));
-        limit = g.dynamic_smem;
-      }
-    }
+    // Any dynamic size opts in: 48 KiB of dynamic memory plus the kernel's
+    // static scratch failed to launch without it.
+    g_smem.allow(ordinal, 2 * variant + (finalize ? 1 : 0), reinterpret_cast<const void*>(fn), g.dynamic_smem);
     const dim3 grid(static_cast<unsigned>(g.grid)), block(static_cast<unsigned>(g.block));
     if (family.cluster_launch) {
       DUET_GPU_CHECK(vendor::launch_cluster(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s,
