@@ -125,10 +125,9 @@ constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
 constexpr int fused_item_bytes(FusedOp op, MaskKind mask, DType dtype) {
   const int vec = fused_vec(op, dtype);
   const int x = vec * dtype_size(fused_x_dtype(op, dtype));  // 16, or the widening forward's 8
-  int second = 0;
-  if (op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward) second = x;
-  if (op == FusedOp::masked_softmax && mask == MaskKind::additive) second = x;
-  if (op == FusedOp::masked_softmax && mask == MaskKind::boolean) second = vec;
+  const int second = op == FusedOp::masked_softmax && mask == MaskKind::boolean ? vec  // a byte an element
+                     : fused_two_tensors(op, mask)                                ? x
+                                                                                  : 0;
   return (x + second + x - 1) / x * x;
 }
 // The shared memory a fused block declares (FusedScratch,

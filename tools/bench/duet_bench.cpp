@@ -415,7 +415,8 @@ int main(int argc, char** argv) {
           duet::run(dev, call);
         };
       }
-      const std::string variant = dev.is_gpu() ? duet::plan_fused(props, shape, duet::plan_options()).kernel : "host fused rows";
+      const std::string variant =
+          dev.is_gpu() ? duet::plan_fused(props, shape, duet::plan_options()).kernel : "host fused rows";
       double check_error = -1;
       if (check) {
         // Without the float64 reference here: a forward softmax row sums to

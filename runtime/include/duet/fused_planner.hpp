@@ -32,9 +32,9 @@ struct FusedShape {
   // needs them whatever this says. The library's calls set it.
   bool row_edges = false;
   // The output is an input itself (cross-entropy's gradient written into
-  // the logits, masked softmax in place): stream_row then keeps nothing of a
-  // row in shared memory (the second read from L2 measured faster,
-  // bench/NOTES.md v46). The library's calls set it.
+  // the logits, masked softmax in place): its writes then move no lines of
+  // their own, which the planner's L2 estimate for stream_row's stash
+  // counts (bench/NOTES.md v46). The library's calls set it.
   bool in_place = false;
 };
 
