@@ -190,36 +190,47 @@ RowPartial ForwardPartial(const typename E::T* x, std::int64_t n, float* exps = 
 }
 
 // Backward first pass: the sum of dy * y (softmax) or of dy (log_softmax),
-// float within 64 vectors, double across them. The terms cancel (dy has
-// either sign), so each float accumulator sees few of them whatever the
-// vector width: with one lane, 2048-element float runs missed the float64
-// reference by 1.2e-5 of a row's largest value.
+// each pair of vectors' terms added in float, then accumulated in double
+// lanes. The terms cancel (dy has either sign), so the sum can be far
+// smaller than its terms, and dx = dy - exp(y) * sum (log_softmax) carries
+// the sum's absolute error: with float accumulators over 64 vectors, rows
+// of 2^20 whose sum came out small missed the float64 reference by 1.2e-5
+// of their largest dx, past the test's tolerance in about one run of 15.
 template <class E>
 RowPartial BackwardPartial(const typename E::T* y, const typename E::T* dy, std::int64_t n, bool log) {
   const DF d;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  const std::int64_t chunk = 64 * lanes;
+  auto term = [&](VF yv, VF gv) { return log ? gv : hn::Mul(gv, yv); };
   RowPartial acc;
   acc.max = 0.0f;
-  for (std::int64_t c = 0; c < n; c += chunk) {
-    const std::int64_t len = std::min(chunk, n - c);
-    VF sum0 = hn::Zero(d), sum1 = sum0;
-    auto term = [&](VF yv, VF gv) { return log ? gv : hn::Mul(gv, yv); };
-    std::int64_t i = c;
-    for (; i + 2 * lanes <= c + len; i += 2 * lanes) {
-      PrefetchPair<E>(d, y + i + kChunk);
-      PrefetchPair<E>(d, dy + i + kChunk);
-      VF ya, yb, ga, gb;
-      Load2<E>(d, y + i, ya, yb);
-      Load2<E>(d, dy + i, ga, gb);
-      sum0 = hn::Add(sum0, term(ya, ga));
-      sum1 = hn::Add(sum1, term(yb, gb));
-    }
-    for (; i + lanes <= c + len; i += lanes) sum0 = hn::Add(sum0, term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
-    const std::int64_t tail = c + len - i;
-    if (tail > 0) sum0 = hn::Add(sum0, term(LoadTail<E>(d, y + i, tail, 0.0f), LoadTail<E>(d, dy + i, tail, 0.0f)));
-    acc.sum += double(hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1))));
+#if HWY_TARGET == HWY_SCALAR
+  double total = 0.0;
+  auto add = [&](VF v) { total += double(hn::GetLane(v)); };
+#else
+  const hn::Half<DF> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  auto lo = hn::Zero(dd), hi = lo;
+  auto add = [&](VF v) {
+    lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
+    hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+  };
+#endif
+  std::int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    PrefetchPair<E>(d, y + i + kChunk);
+    PrefetchPair<E>(d, dy + i + kChunk);
+    VF ya, yb, ga, gb;
+    Load2<E>(d, y + i, ya, yb);
+    Load2<E>(d, dy + i, ga, gb);
+    add(hn::Add(term(ya, ga), term(yb, gb)));
   }
+  for (; i + lanes <= n; i += lanes) add(term(LoadFloats<E>(d, y + i), LoadFloats<E>(d, dy + i)));
+  if (n > i) add(term(LoadTail<E>(d, y + i, n - i, 0.0f), LoadTail<E>(d, dy + i, n - i, 0.0f)));
+#if HWY_TARGET == HWY_SCALAR
+  acc.sum = total;
+#else
+  acc.sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(lo, hi)));
+#endif
   return acc;
 }
 
