@@ -15,9 +15,10 @@
 //   kernel_attributes       attributes of the compiled kernel of catalogue entry `variant` on a live
 //                           device (its first kernel, or the finalize kernel of a split_row entry)
 //   occupancy_blocks_per_sm the vendor's own occupancy answer, for cross-checking the exact model
-//   max_active_clusters     clusters of `cluster_blocks` blocks of a cluster_row variant the device
-//                           holds at once (cudaOccupancyMaxActiveClusters); 0 where none fits or the
-//                           vendor has no clusters
+//   max_active_clusters     clusters of `cluster_blocks` blocks of a cluster_row or cluster_row_smem
+//                           variant, each with `dynamic_smem` bytes, the device holds at once
+//                           (cudaOccupancyMaxActiveClusters); 0 where none fits or the vendor has
+//                           no clusters
 //   launch_softmax          one planned softmax launch on `stream`
 //   launch_fused            the fused row operations (masked softmax, cross-entropy): every kernel
 //                           the operation needs, enqueued on `stream` (cross-entropy: counting
@@ -41,7 +42,8 @@
   X(a, KernelAttributes, kernel_attributes, (int ordinal, int variant, bool finalize), )                   \
   X(a, int, occupancy_blocks_per_sm, (int ordinal, int variant, bool finalize, int threads,                \
                                       std::int64_t dynamic_smem), )                                         \
-  X(a, int, max_active_clusters, (int ordinal, int variant, int threads, int cluster_blocks), )            \
+  X(a, int, max_active_clusters, (int ordinal, int variant, int threads, int cluster_blocks,               \
+                                  std::int64_t dynamic_smem), )                                             \
   X(a, void, launch_softmax, (int ordinal, int variant, const SoftmaxArgs& args,                           \
                               const LaunchGeometry& geometry, const LaunchGeometry& finalize_geometry,      \
                               void* stream), )                                                              \

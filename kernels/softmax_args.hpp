@@ -15,7 +15,8 @@ struct SoftmaxArgs {
   std::int64_t dy_stride;
   std::int64_t out_stride;
   int log;              // 0: softmax, 1: log_softmax
-  // block_row: vectors per thread kept in dynamic shared memory
+  // block_row_smem and cluster_row_smem: vectors per thread kept in dynamic
+  // shared memory
   int smem_vecs;
   // split_row and cluster_row: a row is cut in chunks_per_row chunks of
   // chunk_elems (cluster_row: one per block of a cluster, chunks_per_row =

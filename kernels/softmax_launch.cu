@@ -74,12 +74,14 @@ int occupancy_blocks_per_sm(int ordinal, int variant, bool finalize, int threads
   return blocks;
 }
 
-int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks) {
+int max_active_clusters(int ordinal, int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem) {
   const KernelFn fn = pick(variant, false);
   DeviceGuard guard(ordinal);
+  // Raised as a launch would: the count is for a kernel allowed its size.
+  g_smem.allow(ordinal, 2 * variant, reinterpret_cast<const void*>(fn), dynamic_smem);
   int clusters = 0;
   DUET_GPU_CHECK(vendor::max_active_clusters(&clusters, reinterpret_cast<const void*>(fn),
-                                             dim3(static_cast<unsigned>(threads)), 0,
+                                             dim3(static_cast<unsigned>(threads)), static_cast<size_t>(dynamic_smem),
                                              static_cast<unsigned>(cluster_blocks)));
   return clusters;
 }

@@ -51,7 +51,7 @@ TEST_CASE("every recorded report covers every catalogue kernel") {
       const KernelAttributes a = recorded_kernel_attributes(d, v, false);
       // cluster_row compiles to an empty body where there are no clusters
       // (HIP): recorded, never planned there (DeviceProps::cluster_launch).
-      if (kCatalogue[static_cast<std::size_t>(v)].strategy == Strategy::cluster_row && backend == "hip")
+      if (family_of(kCatalogue[static_cast<std::size_t>(v)].strategy).cluster_launch && backend == "hip")
         CHECK(a.regs_per_thread == 0);
       else
         CHECK(a.regs_per_thread > 0);
@@ -287,8 +287,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
   // Past 8 blocks of 512, 16 (a non-portable cluster size) while each
-  // keeps 256 threads; past 16 of 512, split_stream (too wide for shared
-  // memory too).
+  // keeps 256 threads; past 16 of 512, cluster_row_smem (the next case).
   CHECK(plan(h100, 131072).chunks_per_row == 16);  // 16 blocks of 256 threads
   CHECK(plan(h100, 131072).launch.threads_per_block == 256);
   CHECK(plan(h100, 131076).chunks_per_row == 16);
@@ -301,11 +300,11 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   portable.options.max_cluster_blocks = kPortableClusterBlocks;
   CHECK(plan_softmax(h100, portable, recorded(h100)).chunks_per_row == 8);
   portable.cols = 262144;
-  CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(h100, 262148).kernel.strategy == Strategy::split_stream);
+  CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::cluster_row_smem);
+  CHECK(plan(h100, 262148).kernel.strategy == Strategy::cluster_row_smem);
   CHECK(plan(h100, 262144, DType::bf16).chunks_per_row == 16);
   CHECK(plan(h100, 524288, DType::bf16).chunks_per_row == 16);
-  CHECK(plan(h100, 524296, DType::bf16).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(h100, 524296, DType::bf16).kernel.strategy == Strategy::split_stream);  // f32 only, unless preferred
   CHECK(plan(h100, 131072, DType::bf16).chunks_per_row == 8);
   CHECK(plan(h100, 131072, DType::bf16).launch.threads_per_block == 256);
   // Uneven slices: 40000 floats = 10000 vectors over 8 blocks of 1250
@@ -348,6 +347,100 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   const DeviceProps mi300x = device_file("mi300x.json");
   CHECK_FALSE(mi300x.cluster_launch);
   if (!recorded_target_for(mi300x).empty()) CHECK(plan(mi300x, 65536).kernel.strategy != Strategy::cluster_row);
+}
+
+TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared memory too, read once") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  // 16-bit rows take it where clusters are preferred (DUET_CLUSTER=prefer).
+  auto shape = [](std::int64_t cols, DType dt = DType::f32) {
+    SoftmaxShape s{dt, false, 64, cols, true};
+    s.options.prefer_clusters = dtype_size(dt) == 2;
+    return s;
+  };
+  // What a plan holds: every block's slice in its registers and shared
+  // memory, within the opt-in, with no shared-memory vector to spare.
+  auto check_holds = [&](const Plan& p, std::int64_t cols, DType dt) {
+    const int vec = dtype_vec16(dt);
+    const std::int64_t nv = cols / vec;
+    CHECK(p.kernel.strategy == Strategy::cluster_row_smem);
+    CHECK(p.launch.threads_per_block == kClusterRowSmemThreads);
+    CHECK(p.kernel.vpt == kClusterRowVpt);
+    CHECK(std::int64_t(p.chunks_per_row) * p.chunk_elems >= nv * vec);
+    const std::int64_t slice = p.chunk_elems / vec;
+    CHECK(std::int64_t(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) >= slice);
+    CHECK(std::int64_t(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs - 1) < slice);
+    CHECK(p.launch.dynamic_smem_bytes == std::int64_t(p.smem_vecs) * p.launch.threads_per_block * 16);
+    CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= h100.smem_per_block_optin);
+    CHECK(p.exact.blocks_per_sm == 1);
+    CHECK(p.geometry.grid == p.resident_blocks / p.chunks_per_row * p.chunks_per_row);  // one wave of clusters
+    CHECK(p.why.find("in shared memory") != std::string::npos);
+  };
+  // The fewest blocks that hold the row: f32 524288 (131072 vectors) in 8
+  // blocks of 16384, 1M in 16, and bf16 2M in 16.
+  const Plan half = plan_softmax(h100, shape(524288), recorded(h100));
+  check_holds(half, 524288, DType::f32);
+  CHECK(half.chunks_per_row == 8);
+  const Plan mega = plan_softmax(h100, shape(1 << 20), recorded(h100));
+  check_holds(mega, 1 << 20, DType::f32);
+  CHECK(mega.chunks_per_row == 16);
+  const Plan bf16 = plan_softmax(h100, shape(1 << 21, DType::bf16), recorded(h100));
+  check_holds(bf16, 1 << 21, DType::bf16);
+  CHECK(bf16.chunks_per_row == 16);
+  SoftmaxShape bf16_default = shape(1 << 21, DType::bf16);
+  bf16_default.options.prefer_clusters = false;
+  CHECK(plan_softmax(h100, bf16_default, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  // Odd lengths take the entry with edges.
+  const Plan odd = plan_softmax(h100, shape((1 << 20) + 1), recorded(h100));
+  CHECK(odd.kernel.strategy == Strategy::cluster_row_smem);
+  CHECK(odd.kernel.edges);
+  // Rows cluster_row holds stay there (f32 262144: 16 x 512 in registers).
+  CHECK(plan_softmax(h100, shape(262144), recorded(h100)).kernel.strategy == Strategy::cluster_row);
+  // The capacity edge: 16 blocks of 512 x (8 + the opt-in's vectors).
+  const std::int64_t most_smem = (h100.smem_per_block_optin - mega.attributes.static_smem_bytes) / (512 * 16);
+  const std::int64_t edge = 16 * 512 * (8 + most_smem) * 4;  // floats
+  CHECK(edge >= 1 << 20);  // the issue's promise: f32 rows of 1M on chip
+  check_holds(plan_softmax(h100, shape(edge), recorded(h100)), edge, DType::f32);
+  CHECK(plan_softmax(h100, shape(edge + 4), recorded(h100)).kernel.strategy == Strategy::split_stream);
+  // DUET_CLUSTER_BLOCKS=16: the slices spread over 16 blocks.
+  SoftmaxShape sixteen = shape(524288);
+  sixteen.options.min_cluster_blocks = 16;
+  const Plan spread = plan_softmax(h100, sixteen, recorded(h100));
+  check_holds(spread, 524288, DType::f32);
+  CHECK(spread.chunks_per_row == 16);
+  // Portable clusters hold half as much; DUET_CLUSTER=0 and backward rows
+  // take split_stream.
+  SoftmaxShape portable = shape(1 << 20);
+  portable.options.max_cluster_blocks = kPortableClusterBlocks;
+  CHECK(plan_softmax(h100, portable, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  portable.cols = 524288;
+  CHECK(plan_softmax(h100, portable, recorded(h100)).chunks_per_row == 8);
+  SoftmaxShape none = shape(1 << 20);
+  none.options.allow_clusters = false;
+  CHECK(plan_softmax(h100, none, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  SoftmaxShape backward = shape(1 << 20);
+  backward.backward = true;
+  CHECK(plan_softmax(h100, backward, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  // The vendor's count is asked with the plan's shared memory; where no
+  // cluster of 16 fits, clusters of 8 cannot hold 1M floats: split_stream.
+  std::vector<std::int64_t> smem_asked;
+  const Plan fell = plan_softmax(h100, shape(1 << 20), recorded(h100), [&](int, int, int blocks, std::int64_t smem) {
+    smem_asked.push_back(smem);
+    return blocks == 16 ? 0 : 7;
+  });
+  REQUIRE(smem_asked.size() == 1);
+  CHECK(smem_asked[0] == mega.launch.dynamic_smem_bytes);
+  CHECK(fell.kernel.strategy == Strategy::split_stream);
+  CHECK(fell.fallback.find("no cluster of 16 x cluster_row_smem") == 0);
+  const Plan seven = plan_softmax(h100, shape(524288), recorded(h100), [&](int, int, int, std::int64_t) { return 7; });
+  CHECK(seven.resident_blocks == 7 * 8);
+  CHECK(seven.geometry.grid == 7 * 8);
+  // Not before Hopper, not on AMD.
+  for (const char* file : {"a100_sxm.json", "mi300x.json"}) {
+    const DeviceProps d = device_file(file);
+    if (!recorded_target_for(d).empty())
+      CHECK(plan_softmax(d, shape(1 << 20), recorded(d)).kernel.strategy == Strategy::split_stream);
+  }
 }
 
 TEST_CASE("AMD plans come from the recorded HIP reports") {
@@ -844,7 +937,7 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   CHECK(model.fallback.empty());
   std::vector<int> asked;  // cluster sizes the planner asked about
   // The vendor holds 5 clusters of 16: a wave of 80 blocks.
-  const Plan five = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks) {
+  const Plan five = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks, std::int64_t) {
     asked.push_back(blocks);
     return blocks == 16 ? 5 : 0;
   });
@@ -853,7 +946,7 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   CHECK(five.geometry.grid == 80);
   // No cluster of 16 fits: clusters of at most 8, which the vendor then holds.
   asked.clear();
-  const Plan eight = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks) {
+  const Plan eight = plan_softmax(h100, wide, recorded(h100), [&](int, int, int blocks, std::int64_t) {
     asked.push_back(blocks);
     return blocks <= 8 ? 10 : 0;
   });
@@ -863,7 +956,7 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   CHECK(eight.resident_blocks == 80);
   CHECK(eight.fallback.find("no cluster of 16") == 0);
   // None fits at all: the single-block kernels, and the plan says why.
-  const Plan none = plan_softmax(h100, wide, recorded(h100), [](int, int, int) { return 0; });
+  const Plan none = plan_softmax(h100, wide, recorded(h100), [](int, int, int, std::int64_t) { return 0; });
   CHECK(none.kernel.strategy == Strategy::split_stream);
   CHECK(none.fallback.find("no cluster of 8") == 0);
 }

@@ -253,7 +253,7 @@ int occupancy_blocks_per_sm(int ordinal, int, bool, int, std::int64_t) {
   return 1;
 }
 
-int max_active_clusters(int ordinal, int, int, int) {
+int max_active_clusters(int ordinal, int, int, int, std::int64_t) {
   require_host_ordinal(ordinal);
   return 0;  // no clusters on the host: the planner never asks for one there
 }

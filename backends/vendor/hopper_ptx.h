@@ -106,5 +106,22 @@ __device__ __forceinline__ bool duet_mbarrier_try_wait_cluster(unsigned long lon
       : "memory");
   return done != 0;
 }
+// A 16-byte copy from global to shared memory that does not pass through
+// registers (cp.async.cg: cached in L2 only); the end of a group of this
+// thread's copies (cp.async.commit_group); the wait until at most N of its
+// groups are pending (cp.async.wait_group N), or none and no copy
+// (cp.async.wait_all). PTX ISA, "cp.async", "cp.async.commit_group",
+// "cp.async.wait_group"; sm_80+. A copy's shared-memory write is visible
+// to this thread once a wait covers it.
+__device__ __forceinline__ void duet_cp_async16(void* smem_dst, const void* global_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
+               : "memory");
+}
+__device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void duet_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 #endif  // DUET_DEVICE_CLUSTERS
 #endif  // __CUDACC__

@@ -1,13 +1,20 @@
-// cluster_row: a row past one block's registers, cut over a thread-block
-// cluster (Hopper, sm_90, and later; forward only).
+// cluster_row and cluster_row_smem: a row past one block's registers, cut
+// over a thread-block cluster (Hopper, sm_90, and later; forward only).
 //
 // The cluster has a.chunks_per_row blocks (the launch's cluster size): block
-// r keeps packs [r * chunk, (r + 1) * chunk) of the row in registers as
-// block_row does (thread t: chunk start + t, + T, ...), reduces them to an
-// online pair (m_r, s_r = sum exp(x - m_r)), and the pairs are exchanged
-// through distributed shared memory (ClusterPairs, common/reduce.cuh: no
-// cluster barrier a row). Read once, write once; blocks of up to 512
-// threads fit at least twice an SM.
+// r keeps packs [r * chunk, (r + 1) * chunk) of the row on chip (thread t:
+// chunk start + t, + T, ...), reduces them to an online pair (m_r, s_r = sum
+// exp(x - m_r)), and the pairs are exchanged through distributed shared
+// memory (ClusterPairs, common/reduce.cuh: no cluster barrier a row). Read
+// once, write once.
+// cluster_row keeps a block's packs in registers, blocks of up to 512
+// threads that fit at least twice an SM. cluster_row_smem keeps the first
+// VECS_PER_THREAD of a thread's packs in registers and the next a.smem_vecs
+// in its own slots of dynamic shared memory (slot k of thread t at k*T + t,
+// as block_row_smem: no bank conflicts, no barrier, a thread reads back only
+// what it wrote), copied there by cp.async without passing through
+// registers, so a whole slice is in flight at once; one block an SM, whose
+// next row's loads are issued while it writes the current one.
 // Grid: one wave of whole clusters walking the rows (grid_for in
 // runtime/src/planner/planner.cpp says why), launched with the cluster
 // attribute (softmax_launch.cu); no workspace.
@@ -23,13 +30,57 @@
 
 namespace duet::DUET_NS::kernels {
 
-template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
-__global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(SoftmaxArgs a) {
 #if DUET_DEVICE_CLUSTERS
+// The row's max and the per-row constant k of cluster_row_value, from this
+// block's slice (and, in the first block, the row's edges): the block's
+// online pair, exchanged with the cluster's other blocks.
+template <class T, int PACK, bool EDGES, class Slice, class Edges>
+__device__ __forceinline__ float2 cluster_row_stats(const SoftmaxArgs& a, const Slice& slice, Edges& edges,
+                                                    BlockScratch& scratch, ClusterPairs& cpairs, int blocks, int rank,
+                                                    int parity, unsigned& phases) {
+  float thread_m = slice_max<T, PACK>(kNegInf, slice);
+  if constexpr (EDGES) thread_m = edges.max(thread_m);
+  const float m = block_reduce(thread_m, scratch[0], MaxOp{});
+  float s = 0.0f;
+  if (m != kNegInf) {
+    s = slice_sum<T, PACK>(s, slice, [&](float v) DUET_INLINE_LAMBDA { return exp_shifted(v, m); });
+    if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, m); });
+  } else {
+    // Every value of this chunk is -inf or NaN: the chunk adds nothing to
+    // the row's sum unless it holds a NaN, which must reach the row.
+    // (Each value converted twice, as the compare and the sum each read it:
+    // a float16 conversion is an instruction the compiler does not merge.)
+    slice([&](const auto& x, const auto&, const auto&) DUET_INLINE_LAMBDA {
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) s += element<T>(x, e) == kNegInf ? 0.0f : element<T>(x, e);
+    });
+    if constexpr (EDGES) s = edges.sum(s, [&](float v) { return v == kNegInf ? 0.0f : v; });
+  }
+  s = block_reduce(s, scratch[1], SumOp{});
+  const float2 stats = cluster_pairs_exchange(cpairs, m, s, blocks, rank, parity, phases);
+  // One per-row constant k (a register: the row's packs fill the rest):
+  // log_softmax subtracts log s; softmax multiplies by 1/s, except for
+  // 16-bit results, where exp(x - m) / s is one exp2 of (x - m) log2e -
+  // log2 s, an FFMA in place of two FMULs, whose ~1e-6 relative error is
+  // far below their rounding (2^-9 bf16, 2^-12 f16).
+  return {stats.x, a.log ? logf(stats.y) : sizeof(T) == 2 ? log2f(stats.y) : 1.0f / stats.y};
+}
+
+// An output value from the row's max m and constant k (cluster_row_stats).
+template <class T>
+__device__ __forceinline__ float cluster_row_value(float v, float m, float k, const int& log) {
+  const float d = v - m;
+  if (log) return d - k;
+  if constexpr (sizeof(T) == 2)
+    return fast_exp2(fmaf(d, kLog2e, -k));
+  else
+    return fast_exp2(d * kLog2e) * k;  // forward_value's arithmetic
+}
+
+template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
+__device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScratch& scratch, ClusterPairs& cpairs) {
   using P = Pack<T, PACK>;
   namespace cg = cooperative_groups;
-  __shared__ BlockScratch scratch;
-  __shared__ ClusterPairs cpairs;
   const cg::cluster_group cluster = cg::this_cluster();
   const int blocks = a.chunks_per_row;
   const int rank = static_cast<int>(cluster.block_rank());
@@ -75,48 +126,169 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
         if (valid(j))
           visit(x[j], x[j], [&](const P& o) DUET_INLINE_LAMBDA { (row_ptr<T, PACK>(a.out, row, a.out_stride, head) + first)[std::int64_t(j) * nt] = o; });
     };
-
-    float thread_m = slice_max<T, PACK>(kNegInf, slice);
-    if constexpr (EDGES) thread_m = edges.max(thread_m);
-    const float m = block_reduce(thread_m, scratch[0], MaxOp{});
-    float s = 0.0f;
-    if (m != kNegInf) {
-      s = slice_sum<T, PACK>(s, slice, [&](float v) DUET_INLINE_LAMBDA { return exp_shifted(v, m); });
-      if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, m); });
-    } else {
-      // Every value of this chunk is -inf or NaN: the chunk adds nothing to
-      // the row's sum unless it holds a NaN, which must reach the row.
-      // (Each value converted twice, as the compare and the sum each read it:
-      // a float16 conversion is an instruction the compiler does not merge.)
-      slice([&](const auto& x, const auto&, const auto&) DUET_INLINE_LAMBDA {
-#pragma unroll
-        for (int e = 0; e < PACK; ++e) s += element<T>(x, e) == kNegInf ? 0.0f : element<T>(x, e);
-      });
-      if constexpr (EDGES) s = edges.sum(s, [&](float v) { return v == kNegInf ? 0.0f : v; });
-    }
-    s = block_reduce(s, scratch[1], SumOp{});
-    const float2 stats = cluster_pairs_exchange(cpairs, m, s, blocks, rank, parity, phases);
-    const float row_m = stats.x;
-    const float row_s = stats.y;
-    // One per-row constant k (a register: the row's packs fill the rest):
-    // log_softmax subtracts log s; softmax multiplies by 1/s, except for
-    // 16-bit results, where exp(x - m) / s is one exp2 of (x - m) log2e -
-    // log2 s, an FFMA in place of two FMULs, whose ~1e-6 relative error is
-    // far below their rounding (2^-9 bf16, 2^-12 f16).
-    const float k = a.log ? logf(row_s) : sizeof(T) == 2 ? log2f(row_s) : 1.0f / row_s;
-    const auto value = [&](float v, float) DUET_INLINE_LAMBDA {
-      const float d = v - row_m;
-      if (a.log) return d - k;
-      if constexpr (sizeof(T) == 2)
-        return fast_exp2(fmaf(d, kLog2e, -k));
-      else
-        return fast_exp2(d * kLog2e) * k;  // forward_value's arithmetic
-    };
+    const float2 mk = cluster_row_stats<T, PACK, EDGES>(a, slice, edges, scratch, cpairs, blocks, rank, parity, phases);
+    const auto value = [&](float v, float) DUET_INLINE_LAMBDA { return cluster_row_value<T>(v, mk.x, mk.y, a.log); };
     if constexpr (EDGES) edges.store(row_elems<T>(a.out, row, a.out_stride), value);
     slice_write<T>(slice, value);
   }
   // No block leaves while a peer may still store into its shared memory.
   cluster.sync();
+}
+
+// cluster_row_smem's rows, pipelined, so that one block an SM keeps the
+// memory busy while it computes:
+// - a row's loads are issued while the row before is written, each
+//   register or shared-memory slot refilled right after its value is
+//   stored (a slot's copy is issued after this thread's store of the value
+//   it read there, so the read has returned); the first row's before the
+//   loop;
+// - the refilled slots' online (max, sum) is taken in the same loop,
+//   kCpAsyncLag slots behind the copies (each slot's copy its own group),
+//   so the exps of the next row's statistics run while the memory moves,
+//   and between rows only the registers' packs, the block's reduction and
+//   the cluster's exchange remain.
+inline constexpr int kCpAsyncLag = 16;
+
+template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
+__device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, float4* dynamic_smem,
+                                                      BlockScratch& scratch, ClusterPairs& cpairs) {
+  using P = Pack<T, PACK>;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int blocks = a.chunks_per_row;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  unsigned phases = 0;
+  cluster_pairs_init(cpairs);
+  cluster.sync();
+  const std::int64_t clusters = gridDim.x / blocks;
+  const Chunk chunk = chunk_of<PACK>(a, rank);
+  const std::int64_t first = chunk.begin + tid;
+  auto count_below = [&](std::int64_t end) {
+    return first < end ? static_cast<int>((end - first + nt - 1) / nt) : 0;
+  };
+  const int smem_vecs = a.smem_vecs;
+  P* const smem = reinterpret_cast<P*>(dynamic_smem) + tid;  // this thread's slot 0; slot k at k * nt
+  auto slot = [&](int k) DUET_INLINE_LAMBDA -> P& { return smem[std::int64_t(k) * nt]; };
+  // A row's body as this thread sees it: the pack offset of its first
+  // whole pack and how many of this thread's packs it holds (0 past the
+  // last row: nothing to load).
+  struct Body {
+    int head = 0;
+    int count = 0;
+  };
+  auto body_of = [&](std::int64_t row) {
+    Body b;
+    if (row >= a.rows) return b;
+    b.count = count_below(chunk.end);
+    if constexpr (EDGES) {
+      const RowSpan span = row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
+      b.head = span.head;
+      b.count = count_below(chunk.end < span.body ? chunk.end : span.body);
+    }
+    return b;
+  };
+  auto packs_of = [&](std::int64_t row, const Body& b) {
+    return row_ptr<T, PACK>(a.x, row < a.rows ? row : 0, a.x_stride, b.head) + first;
+  };
+  auto add = [&](float& m, float& s, const P& p) DUET_INLINE_LAMBDA {
+    online_add<PACK>(m, s, [&](int e) DUET_INLINE_LAMBDA { return element<T>(p, e); });
+  };
+  P x[VECS_PER_THREAD];
+  std::int64_t row = blockIdx.x / blocks;
+  Body body = body_of(row);
+  // The shared-memory slots' online pair of the row about to be reduced.
+  float slots_m = kNegInf, slots_s = 0.0f;
+  {
+    const P* xr = packs_of(row, body);
+    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k)
+      duet_cp_async16(&slot(k), xr + std::int64_t(VECS_PER_THREAD + k) * nt);
+#pragma unroll
+    for (int j = 0; j < VECS_PER_THREAD; ++j)
+      if (j < body.count) x[j] = xr[std::int64_t(j) * nt];
+    duet_cp_async_wait_all();
+    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) add(slots_m, slots_s, slot(k));
+  }
+  int parity = 0;
+  for (; row < a.rows; row += clusters, parity ^= 1) {
+    [[maybe_unused]] EdgesOf<EDGES, T, PACK, 64, false> edges;
+    if constexpr (EDGES) {
+      edges.place(row_span<T, PACK>(a.x, row, a.x_stride, a.cols), tid, rank == 0);
+      edges.load(row_elems<T>(a.x, row, a.x_stride), nullptr);
+    }
+    const int count = body.count;
+    auto valid = [&](int j) { return j < count; };
+    float m = slots_m, s = slots_s;
+#pragma unroll
+    for (int j = 0; j < VECS_PER_THREAD; ++j)
+      if (valid(j)) add(m, s, x[j]);
+    if constexpr (EDGES) {
+      const float m_new = edges.max(m);
+      s = rescale(s, m, m_new);
+      const float shift = m_new == kNegInf ? 0.0f : m_new;
+      s = edges.sum(s, [&](float v) { return exp_shifted(v, shift); });
+      m = m_new;
+    }
+    const float block_m = block_reduce(m, scratch[0], MaxOp{});
+    const float block_s = block_reduce(rescale(s, m, block_m), scratch[1], SumOp{});
+    const float2 stats = cluster_pairs_exchange(cpairs, block_m, block_s, blocks, rank, parity, phases);
+    const float row_m = stats.x;
+    const float k_row = a.log ? logf(stats.y) : sizeof(T) == 2 ? log2f(stats.y) : 1.0f / stats.y;
+    const auto value = [&](float v) DUET_INLINE_LAMBDA { return cluster_row_value<T>(v, row_m, k_row, a.log); };
+    const auto result = [&](const P& p) DUET_INLINE_LAMBDA {
+      return make_pack<T, P>([&](int e) DUET_INLINE_LAMBDA { return value(element<T>(p, e)); });
+    };
+    if constexpr (EDGES) edges.store(row_elems<T>(a.out, row, a.out_stride), [&](float v, float) { return value(v); });
+    // The write, refilling every slot with the next row's pack as it goes.
+    P* const out = row_ptr<T, PACK>(a.out, row, a.out_stride, body.head) + first;
+    const Body next = body_of(row + clusters);
+    const P* const xn = packs_of(row + clusters, next);
+#pragma unroll
+    for (int j = 0; j < VECS_PER_THREAD; ++j) {
+      if (valid(j)) out[std::int64_t(j) * nt] = result(x[j]);
+      if (j < next.count) x[j] = xn[std::int64_t(j) * nt];
+    }
+    slots_m = kNegInf;
+    slots_s = 0.0f;
+    for (int k = 0; k < smem_vecs; ++k) {
+      if (valid(VECS_PER_THREAD + k)) out[std::int64_t(VECS_PER_THREAD + k) * nt] = result(slot(k));
+      if (VECS_PER_THREAD + k < next.count) duet_cp_async16(&slot(k), xn + std::int64_t(VECS_PER_THREAD + k) * nt);
+      duet_cp_async_commit();  // a group a slot, empty or not: the lag counts slots
+      if (k >= kCpAsyncLag) {
+        duet_cp_async_wait_group<kCpAsyncLag>();  // slot k - lag has landed
+        if (VECS_PER_THREAD + k - kCpAsyncLag < next.count) add(slots_m, slots_s, slot(k - kCpAsyncLag));
+      }
+    }
+    duet_cp_async_wait_all();
+    for (int k = smem_vecs > kCpAsyncLag ? smem_vecs - kCpAsyncLag : 0; k < smem_vecs; ++k)
+      if (VECS_PER_THREAD + k < next.count) add(slots_m, slots_s, slot(k));
+    body = next;
+  }
+  // No block leaves while a peer may still store into its shared memory.
+  cluster.sync();
+}
+#endif  // DUET_DEVICE_CLUSTERS
+
+template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
+__global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(SoftmaxArgs a) {
+#if DUET_DEVICE_CLUSTERS
+  __shared__ BlockScratch scratch;
+  __shared__ ClusterPairs cpairs;
+  cluster_row_body<T, PACK, VECS_PER_THREAD, EDGES>(a, scratch, cpairs);
+#else
+  (void)a;
+#endif  // DUET_DEVICE_CLUSTERS
+}
+
+// One block an SM: up to 128 registers a thread, the opt-in shared memory.
+template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
+__global__ void __launch_bounds__(kClusterRowMaxThreads, 1) cluster_row_smem_kernel(SoftmaxArgs a) {
+#if DUET_DEVICE_CLUSTERS
+  extern __shared__ float4 dynamic_smem[];
+  __shared__ BlockScratch scratch;
+  __shared__ ClusterPairs cpairs;
+  cluster_row_smem_body<T, PACK, VECS_PER_THREAD, EDGES>(a, dynamic_smem, scratch, cpairs);
 #else
   (void)a;
 #endif  // DUET_DEVICE_CLUSTERS
@@ -124,8 +296,13 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
 
 static_assert(!any_entry(Strategy::cluster_row, [](const Variant& v) { return v.backward; }),
               "cluster_row is forward only: its kernel takes no direction");
+static_assert(!any_entry(Strategy::cluster_row_smem, [](const Variant& v) { return v.backward; }),
+              "cluster_row_smem is forward only: its kernel takes no direction");
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row, I> = {
     &cluster_row_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row_smem, I> = {
+    &cluster_row_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels

@@ -180,7 +180,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   // kernels hold the up to 2 (vec - 1) others apart).
   const __int128 cols = v.edges ? s.cols / v.vec * v.vec : s.cols;
   const __int128 launch_rows = s.rows;
-  const bool cluster = p.kernel.strategy == Strategy::cluster_row;
+  const bool cluster = duet::family_of(p.kernel.strategy).cluster_launch;
   const bool stream = p.kernel.strategy == Strategy::split_stream;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (interleaved) {
@@ -213,13 +213,17 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     // none empty; split_row: one (max, sum) float pair per (row, chunk);
     // split_stream: its counters first, two visits an item, the second pass
     // at least a row's chunks behind (its queue's progress rests on it);
-    // cluster_row: a block's threads hold its chunk, at most 8 a cluster.
+    // cluster_row(_smem): a block's threads hold its chunk in registers
+    // (and shared-memory slots), at most 16 a cluster.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
     if (cluster) {
       FUZZ_CHECK(d.cluster_launch && !s.backward && p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks, ctx);
-      FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems, ctx);
+      FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= p.chunk_elems,
+                 ctx);
+      FUZZ_CHECK(p.smem_vecs == 0 || __int128(p.launch.dynamic_smem_bytes) ==
+                                         __int128(p.smem_vecs) * p.launch.threads_per_block * 16, ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
     } else if (stream) {
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec == p.chunk_elems, ctx);
@@ -249,7 +253,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   if (s.rows == 0) {
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
-    // cluster_row: one wave of whole clusters (at least one cluster).
+    // cluster_row(_smem): one wave of whole clusters (at least one cluster).
     const std::int64_t waves = cluster || stream || p.persistent ? 1 : kMaxWaves;
     FUZZ_CHECK(p.persistent == s.options.persistent, ctx);
     const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row

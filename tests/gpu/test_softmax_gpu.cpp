@@ -195,6 +195,86 @@ TEST_CASE("inf, -inf and NaN propagate as in torch") {
   }
 }
 
+// cluster_row_smem (sm_90+): rows past a cluster's registers, each block's
+// slice in its registers and shared memory. Lengths from a cluster of 4 to
+// the capacity edge of 16 (and one pack past it, split_stream), odd
+// lengths and shifted pointers (edges), slices with every value -inf or a
+// NaN, more rows than the clusters that fit, and clusters forced to 16;
+// 16-bit rows with clusters preferred (the planner's default gives them
+// split_stream).
+TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to its capacity edge") {
+  const Device dev = duet::testing::first_gpu();
+  const PlanOptions before = plan_options();
+  struct Restore {
+    PlanOptions o;
+    ~Restore() { set_plan_options(o); }
+  } restore{before};
+  const bool clusters = dev.props().cluster_launch;
+  // The most floats 16 blocks hold: 512 threads x (8 + the vectors the
+  // opt-in leaves) x 4, from the kernel's own static shared memory.
+  const int f32_entry = find_variant(Variant{Strategy::cluster_row_smem, DType::f32, false, 4, 0, kClusterRowVpt, 1, false});
+  REQUIRE(f32_entry >= 0);
+  const std::int64_t static_smem = live_kernel_attributes(dev, f32_entry, false).static_smem_bytes;
+  const std::int64_t most_vecs = (dev.props().smem_per_block_optin - static_smem) / (kClusterRowSmemThreads * 16);
+  const std::int64_t edge_vectors = 16 * kClusterRowSmemThreads * (kClusterRowVpt + most_vecs);
+  struct Row {
+    DType dt;
+    std::int64_t cols;
+    std::int64_t misalign;
+    bool on_chip;  // planned as cluster_row_smem where the device has clusters
+  };
+  const std::vector<Row> rows_tried = {
+      {DType::f32, 262148, 0, true},                    // 4 blocks
+      {DType::f32, 524288, 0, true},                    // 8
+      {DType::f32, 1 << 20, 0, true},                   // 16
+      {DType::f32, (1 << 20) + 1, 0, true},             // edges
+      {DType::f32, 700001, 3, true},                    // shifted, uneven slices
+      {DType::f32, edge_vectors * 4, 0, true},          // the capacity edge
+      {DType::f32, edge_vectors * 4 + 4, 0, false},     // a pack past it
+      {DType::bf16, 1 << 21, 0, true},                  // 16-bit rows of 2M
+      {DType::f16, (1 << 21) - 5, 1, true},
+      {DType::bf16, edge_vectors * 8, 0, true},
+  };
+  for (const Row& r : rows_tried)
+    for (int forced : {0, 16}) {
+      PlanOptions o = before;
+      o.min_cluster_blocks = forced;
+      o.prefer_clusters = dtype_size(r.dt) == 2;  // 16-bit rows take it only then
+      set_plan_options(o);
+      Case c;
+      c.dtype = r.dt;
+      c.op = r.cols % 2 ? Op::log_softmax : Op::softmax;
+      c.cols = r.cols;
+      c.misalign = r.misalign;
+      // More rows than the clusters the device holds at once (one block an
+      // SM: up to 16 clusters of 8 on the H100's 132 SMs, 8 of 16), within a
+      // reference the CPU computes quickly.
+      c.rows = r.cols > (1 << 20) ? 19 : 37;
+      if (forced) c.rows = 11;
+      const auto o_run = run_case(dev, c);
+      INFO(c.name(), " clusters of at least ", forced, " via ", o_run.variant);
+      expect_ok(c, o_run);
+      if (clusters)
+        CHECK((o_run.variant.rfind("cluster_row_smem<", 0) == 0) == r.on_chip);
+    }
+  set_plan_options(before);
+  // Slices that add nothing or NaN (rows 6 and 7 of "inf, -inf and NaN"),
+  // at 8 and 16 blocks.
+  for (std::int64_t cols : {std::int64_t(524288), std::int64_t(1 << 20), std::int64_t((1 << 20) + 3)}) {
+    const std::int64_t rows = 8;
+    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
+    const float inf = std::numeric_limits<float>::infinity();
+    x[0 * cols + cols / 2] = -inf;
+    for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;
+    x[2 * cols + cols - 1] = inf;
+    x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf;
+    for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
+    x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
+    expect_ok_both_ops(dev, rows, cols, x);
+  }
+}
+
 TEST_CASE("large magnitudes keep their precision") {
   // exp(x - m) must subtract before scaling: a fused x*log2e - m*log2e rounds
   // at the magnitude of m (0.5% error at 1e5, garbage at 1e30).
@@ -260,6 +340,9 @@ TEST_CASE("exact occupancy model equals the vendor's for every shipped kernel") 
       if (var.strategy == Strategy::block_row_smem)
         for (std::int64_t s : {std::int64_t(16384), std::int64_t(65536), std::int64_t(131072), p.smem_per_block_optin - a.static_smem_bytes})
           launches.push_back({1024, s});
+      if (var.strategy == Strategy::cluster_row_smem)
+        for (std::int64_t s : {std::int64_t(8192), std::int64_t(65536), std::int64_t(114688), p.smem_per_block_optin - a.static_smem_bytes})
+          launches.push_back({kClusterRowSmemThreads, s});
       for (auto [threads, smem] : launches) {
         const Occupancy ex = exact_occupancy(p, a, {threads, smem});
         const Occupancy tu = tutorial_occupancy(p, a, {threads, smem});

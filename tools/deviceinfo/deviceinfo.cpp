@@ -211,7 +211,9 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
     duet::ClusterSource clusters;
     if (e.live && e.live->is_gpu()) {
       const duet::Device dev = *e.live;
-      clusters = [dev](int v, int threads, int blocks) { return duet::live_max_active_clusters(dev, v, threads, blocks); };
+      clusters = [dev](int v, int threads, int blocks, std::int64_t smem) {
+        return duet::live_max_active_clusters(dev, v, threads, blocks, smem);
+      };
     }
     p = duet::plan_softmax(e.props, shape, attribute_source(e), clusters);
   } catch (const duet::Error& err) {
@@ -241,11 +243,12 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   }
   if (p.kernel.strategy == duet::Strategy::interleaved_rows)
     j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
-  if (p.kernel.strategy == duet::Strategy::cluster_row) {
+  if (duet::family_of(p.kernel.strategy).cluster_launch) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};
+    if (p.smem_vecs > 0) j["cluster"]["smem_vecs_per_thread"] = p.smem_vecs;
     if (e.live && e.live->is_gpu())
-      j["cluster"]["vendor_max_active_clusters"] =
-          duet::live_max_active_clusters(*e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row);
+      j["cluster"]["vendor_max_active_clusters"] = duet::live_max_active_clusters(
+          *e.live, p.variant, p.launch.threads_per_block, p.chunks_per_row, p.launch.dynamic_smem_bytes);
   }
   if (!e.props.is_gpu() && p.kernel.strategy == duet::Strategy::interleaved_rows) {
     // A task a run of neighbouring rows of one outer row.

@@ -6,9 +6,13 @@
 //                             of packs through shared memory, a thread a row
 //   nv <= 256                 group_rows: 1..32 threads a row, in registers
 //   fits one block on chip    block_row: registers, then shared memory
-//   fits a cluster's registers cluster_row (sm_90+, forward): 2..8 blocks a
+//   fits a cluster's registers cluster_row (sm_90+, forward): 2..16 blocks a
 //                             row, each slice in registers; before
 //                             block_row_smem and split_row
+//   fits a cluster on chip    cluster_row_smem (sm_90+, forward, f32; 16-bit
+//                             with DUET_CLUSTER=prefer): 2..16 blocks a
+//                             row, each slice in registers and shared
+//                             memory, one block an SM
 //   wider                     split_stream: chunks, online (max, sum), two
 //                             passes in one launch, the second reading
 //                             from L2 (split_row: the same in two kernels,
@@ -42,7 +46,7 @@ namespace duet {
 // |---|---|---|
 // | DUET_CLUSTER=0 | allow_clusters = false | no thread-block clusters |
 // | DUET_CLUSTER=portable | max_cluster_blocks = 8 | clusters of at most the portable 8 blocks |
-// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM |
+// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, and cluster_row_smem for 16-bit rows |
 // | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit |
@@ -54,7 +58,8 @@ struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
   // planner also drops them where the vendor says none of the shape fits).
   bool allow_clusters = true;
-  // Also for rows one block_row holds at one block an SM.
+  // Also for rows one block_row holds at one block an SM, and
+  // cluster_row_smem for 16-bit rows (float32 only otherwise).
   bool prefer_clusters = false;
   // cluster_row's blocks a cluster at least (2, 4, 8 or 16; 0: the
   // planner's choice).
@@ -123,9 +128,9 @@ struct Plan {
   std::int64_t max_grid = 0;            // the vendor's grid limit for this block size (blocks)
   LaunchGeometry geometry;              // main kernel
   LaunchGeometry finalize_geometry;     // split_row's second kernel
-  int smem_vecs = 0;                    // block_row: vectors a thread keeps in shared memory
-  int chunks_per_row = 0;               // split_row: chunks; cluster_row: blocks in a cluster
-  std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row: of a block's slice)
+  int smem_vecs = 0;                    // block_row_smem, cluster_row_smem: vectors a thread keeps in shared memory
+  int chunks_per_row = 0;               // split_row: chunks; cluster_row(_smem): blocks in a cluster
+  std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row(_smem): of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   bool persistent = false;              // grids of one wave (PlanOptions::persistent)
@@ -137,12 +142,13 @@ struct Plan {
 // or the compiler's report recorded at build time.
 using AttributeSource = std::function<KernelAttributes(int variant, bool finalize)>;
 
-// How many clusters of `cluster_blocks` blocks of a kernel find room on the
-// device at once: the vendor's answer on a live device
-// (cudaOccupancyMaxActiveClusters; 0 where none fits).
-using ClusterSource = std::function<int(int variant, int threads, int cluster_blocks)>;
+// How many clusters of `cluster_blocks` blocks of a kernel, each block with
+// `dynamic_smem` bytes, find room on the device at once: the vendor's answer
+// on a live device (cudaOccupancyMaxActiveClusters; 0 where none fits).
+using ClusterSource = std::function<int(int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem)>;
 
-// The plan a call launches. A cluster_row plan's waves are sized by
+// The plan a call launches. A plan of clusters (cluster_row,
+// cluster_row_smem) has its waves sized by
 // `clusters` where given (a live device), else by the occupancy model (a
 // property file: as many clusters as its resident blocks make). Where no
 // cluster fits, it plans clusters of at most the portable 8 blocks if it

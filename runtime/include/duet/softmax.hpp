@@ -132,9 +132,11 @@ DUET_API void log_softmax_backward(const Device& dev, DType dtype, std::int64_t 
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor), to check the exact model.
 DUET_API KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool finalize);
 DUET_API int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem);
-// Clusters of a cluster_row variant the device holds at once
+// Clusters of a cluster_row or cluster_row_smem variant, each block with
+// `dynamic_smem` bytes, the device holds at once
 // (cudaOccupancyMaxActiveClusters); 0 without clusters.
-DUET_API int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks);
+DUET_API int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks,
+                                      std::int64_t dynamic_smem = 0);
 
 // Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16".
 DUET_API DType dtype_from_string(const std::string& s);

@@ -120,8 +120,8 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
     if (it == g_plans.end()) {
       const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
-      const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks) {
-        return live_max_active_clusters(dev, variant, threads, cluster_blocks);
+      const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem) {
+        return live_max_active_clusters(dev, variant, threads, cluster_blocks, dynamic_smem);
       };
       Plan fresh = plan_softmax(dev.props(), shape, attributes, dev.is_gpu() ? clusters : ClusterSource{});
       if (!fresh.fallback.empty()) log::warn("{}: {}; planned {}", dev.label(), fresh.fallback, variant_name(fresh.kernel));
@@ -347,8 +347,10 @@ KernelAttributes live_kernel_attributes(const Device& dev, int variant, bool fin
   return cached_attributes(dev, variant, finalize);
 }
 
-int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks) {
-  return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks);
+int live_max_active_clusters(const Device& dev, int variant, int threads, int cluster_blocks,
+                             std::int64_t dynamic_smem) {
+  return detail::backend(dev.backend()).max_active_clusters(dev.ordinal(), variant, threads, cluster_blocks,
+                                                            dynamic_smem);
 }
 
 int live_occupancy(const Device& dev, int variant, bool finalize, int threads, std::int64_t dynamic_smem) {

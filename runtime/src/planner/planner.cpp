@@ -125,6 +125,48 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
+// cluster_row_smem for a row of nv vectors past a cluster's registers: 512
+// threads a block, 8 vectors a thread in registers and the rest of the
+// block's slice in its shared memory, one block an SM. The fewest blocks
+// (2, 4, 8, 16) that hold the row: every block count leaves one block an
+// SM, so fewer blocks a cluster give more clusters, which fit a GPC's SMs
+// more easily (H100, f32 262148 as 4 blocks: 0.79 of copy, as 16: 0.63;
+// bench/NOTES.md v47). float32 only, unless clusters are preferred
+// (DUET_CLUSTER=prefer): 16-bit rows, twice the elements (and exps) a
+// byte, ran below split_stream (bf16 1M / 2M: 0.68 / 0.69 against 0.75 /
+// 0.71), f32 above it (1M: 0.79 against 0.71). Returns false where the
+// device has no clusters or the row needs more than
+// s.options.max_cluster_blocks blocks' opt-in memory.
+bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
+                           const AttributeSource& attributes, Plan& out) {
+  if (!dev.cluster_launch || !s.options.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
+  if (dtype_size(s.dtype) != 4 && !s.options.prefer_clusters) return false;
+  constexpr int threads = kClusterRowSmemThreads;
+  constexpr int vpt = kClusterRowVpt;
+  const Variant variant{Strategy::cluster_row_smem, s.dtype, false, vec, 0, vpt, 1, edges};
+  const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
+  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype);
+  const std::int64_t most_smem_vecs =
+      (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
+  if (most_smem_vecs < 1) return false;
+  const std::int64_t capacity = std::int64_t(threads) * (vpt + most_smem_vecs);  // vectors a block
+  const int most = std::min(s.options.max_cluster_blocks, kMaxClusterBlocks);
+  int blocks = std::max(2, std::min(s.options.min_cluster_blocks, most));
+  while (blocks < most && ceil_div(nv, blocks) > capacity) blocks *= 2;
+  if (ceil_div(nv, blocks) > capacity) return false;
+  const std::int64_t slice = ceil_div(nv, blocks);
+  const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
+  out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
+  out.chunks_per_row = blocks;
+  out.chunk_elems = slice * vec;
+  out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
+            std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each in registers, " +
+            std::to_string(smem_vecs) + " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) +
+            " B a block)";
+  return out.exact.blocks_per_sm >= 1 &&
+         out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
+}
+
 // interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
@@ -253,8 +295,9 @@ Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const Attri
   // The occupancy model counts blocks per SM; how many clusters find room
   // together (a cluster's blocks share one GPC) is the vendor's answer, and
   // it sizes the grid's waves.
-  while (plan.kernel.strategy == Strategy::cluster_row && clusters) {
-    const int n = clusters(plan.variant, plan.launch.threads_per_block, plan.chunks_per_row);
+  while (family_of(plan.kernel.strategy).cluster_launch && clusters) {
+    const int n =
+        clusters(plan.variant, plan.launch.threads_per_block, plan.chunks_per_row, plan.launch.dynamic_smem_bytes);
     if (n >= 1) {
       plan.resident_blocks = std::int64_t(n) * plan.chunks_per_row;
       break;
@@ -381,7 +424,8 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
           plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
-    } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan)) {
+    } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan) ||
+               plan_cluster_row_smem(dev, s, vec, edges, nv, attributes, plan)) {
       fits = true;
     } else {
       const int threads = kBlockRowMaxThreads;

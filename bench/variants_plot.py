@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The ratio to copy of each row length for several duet-bench runs of the
+same points (one run a plan: default, DUET_CLUSTER=0, ...), one panel per
+dtype, one line per run labelled by its --commit text; runs with the same
+label are averaged point by point.
+
+    python3 bench/variants_plot.py bench/results/h100/wide_rows_v47_*.json \\
+        --out bench/results/h100/wide_rows_v47.png
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json", nargs="+", help="duet-bench --json files")
+    ap.add_argument("--out", required=True, help="PNG to write")
+    ap.add_argument("--title", default="", help="title above the panels")
+    args = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("matplotlib is needed for the plot")
+    # (dtype, label) -> cols -> [ratios]; label -> variant names seen
+    points = collections.defaultdict(lambda: collections.defaultdict(list))
+    variants = collections.defaultdict(set)
+    device = ""
+    for path in args.json:
+        with open(path) as f:
+            run = json.load(f)
+        device = run.get("device", {}).get("name", device)
+        label = run.get("commit") or path
+        for r in run.get("results", []):
+            points[(r["dtype"], label)][r["cols"]].append(r["ratio"])
+            variants[label].add(r["variant"].split("<")[0])
+    dtypes = sorted({d for d, _ in points})
+    if not dtypes:
+        sys.exit("no results in " + ", ".join(args.json))
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4.2), squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes):
+        for (d, label), by_cols in sorted(points.items()):
+            if d != dtype:
+                continue
+            cols = sorted(by_cols)
+            ratios = [sum(by_cols[c]) / len(by_cols[c]) for c in cols]
+            ax.plot(cols, ratios, "o-", label=f"{label} ({', '.join(sorted(variants[label]))})")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("row length N")
+        ax.set_ylabel("ratio to copy")
+        ax.set_title(dtype)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(args.title or device)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
