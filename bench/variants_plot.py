@@ -25,7 +25,7 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("matplotlib is needed for the plot")
-    # (dtype, label) -> cols -> [ratios]; label -> variant names seen
+    # (dtype, label) -> cols -> [ratios], and the kernel families it ran
     points = collections.defaultdict(lambda: collections.defaultdict(list))
     variants = collections.defaultdict(set)
     device = ""
@@ -36,7 +36,7 @@ def main():
         label = run.get("commit") or path
         for r in run.get("results", []):
             points[(r["dtype"], label)][r["cols"]].append(r["ratio"])
-            variants[label].add(r["variant"].split("<")[0])
+            variants[(r["dtype"], label)].add(r["variant"].split("<")[0])
     dtypes = sorted({d for d, _ in points})
     if not dtypes:
         sys.exit("no results in " + ", ".join(args.json))
@@ -47,7 +47,7 @@ def main():
                 continue
             cols = sorted(by_cols)
             ratios = [sum(by_cols[c]) / len(by_cols[c]) for c in cols]
-            ax.plot(cols, ratios, "o-", label=f"{label} ({', '.join(sorted(variants[label]))})")
+            ax.plot(cols, ratios, "o-", label=f"{label} ({', '.join(sorted(variants[(d, label)]))})")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("row length N")
         ax.set_ylabel("ratio to copy")

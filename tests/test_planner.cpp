@@ -99,8 +99,10 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(32768, DType::f32, true).kernel.strategy == Strategy::block_row_smem);  // backward: no clusters
   CHECK(plan(32768, DType::f32, true).smem_vecs > 0);
   CHECK(plan(32768, DType::f32, true).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
-  CHECK(plan(1 << 20).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(1 << 20).chunks_per_row * plan(1 << 20).chunk_elems >= (1 << 20));
+  CHECK(plan(1 << 20).kernel.strategy == Strategy::cluster_row_smem);  // f32: a cluster's shared memory holds it
+  CHECK(plan(1 << 20, DType::bf16).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(1 << 22).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(1 << 22).chunks_per_row * plan(1 << 22).chunk_elems >= (1 << 22));
   // Grid: up to 64 waves of SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.resident_blocks == std::int64_t(h100.sm_count) * p.exact.blocks_per_sm);
