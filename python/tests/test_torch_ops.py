@@ -326,8 +326,9 @@ def test_export(device):
 # ============================================================ CUDA graphs
 
 # One row length per strategy: group_rows, block_row, cluster_row (Hopper;
-# block_row_smem elsewhere) and split_stream (a caller workspace).
-GRAPH_SHAPES = [(64, 33), (32, 4096), (8, 65536), (3, (1 << 20) + 5)]
+# block_row_smem elsewhere), cluster_row_smem (Hopper forward; split_stream
+# elsewhere) and split_stream (a caller workspace; past on-chip capacity).
+GRAPH_SHAPES = [(64, 33), (32, 4096), (8, 65536), (3, (1 << 20) + 5), (2, (1 << 22) + 5)]
 
 
 @needs_cuda

@@ -28,7 +28,8 @@ namespace {
 
 // Row lengths at and around every strategy switch: group sizes (1..32
 // threads, 1..8 vectors), block_row's register and shared-memory limits,
-// cluster_row's 2 to 16 blocks (even and uneven slices), and split_stream,
+// cluster_row's 2 to 16 blocks (even and uneven slices), cluster_row_smem
+// (f32 262145 and past, Hopper), and split_stream,
 // with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
   return {1,    2,    3,    4,    5,     7,     8,     9,     31,    32,    33,    61,     64,     127,    128,
@@ -83,7 +84,7 @@ TEST_CASE("every strategy boundary, dtype and direction matches the double refer
 
 TEST_CASE("many more rows than the grid holds") {
   const Device dev = duet::testing::first_gpu();
-  // 300000: split_stream, forward and backward.
+  // 300000: split_stream backward; forward cluster_row_smem on Hopper.
   for (std::int64_t cols : {1, 32, 100, 1024, 5000, 40000, 65536, 300000})
     for (bool bwd : {false, true}) {
       if (bwd && cols != 300000) continue;
@@ -458,7 +459,9 @@ TEST_CASE("pointers from the wrong place are refused before anything is written"
 
 TEST_CASE("out of device memory for split_stream's workspace: a clear error, nothing written, then recovery") {
   const Device dev = duet::testing::first_gpu();
-  const std::int64_t rows = 8, cols = std::int64_t(1) << 20;  // split_stream: a workspace of counters and partials
+  // Past any on-chip family (f32 rows of 1M fit a Hopper cluster's shared
+  // memory): split_stream, a workspace of counters and partials.
+  const std::int64_t rows = 8, cols = std::int64_t(1) << 22;
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * 4;
   Buffer x(dev, bytes), y(dev, bytes);
   x.fill(0);  // all zeros: every output is 1 / cols
@@ -496,7 +499,7 @@ TEST_CASE("out of device memory for split_stream's workspace: a clear error, not
 
 TEST_CASE("split_stream with the caller's workspace: the float64 reference's result, and too small a one refused") {
   const Device dev = duet::testing::first_gpu();
-  const std::int64_t rows = 5, cols = (std::int64_t(1) << 20) + 12;  // split_stream forward and backward
+  const std::int64_t rows = 5, cols = (std::int64_t(1) << 22) + 12;  // split_stream forward and backward
   const std::size_t elems = static_cast<std::size_t>(rows * cols), bytes = elems * 4;
   Buffer x(dev, bytes), dy(dev, bytes), y_own(dev, bytes), y_lent(dev, bytes), dx_own(dev, bytes), dx_lent(dev, bytes);
   const std::vector<float> hx = duet::testing::random_values(elems), hdy = duet::testing::random_values(elems, 1.0f);
