@@ -77,28 +77,45 @@ __device__ __forceinline__ float cluster_row_value(float v, float m, float k, co
     return fast_exp2(d * kLog2e) * k;  // forward_value's arithmetic
 }
 
+// A block's place in its cluster, once its cluster's barriers are set up
+// (every block's, before any pair is sent): the cluster's blocks, this
+// block's rank, the clusters walking the rows, and this thread's packs of
+// every row: first, first + nt, ... below the slice's end (the same each
+// row where rows are whole packs; with edges a row's body is its own).
+struct ClusterSlice {
+  int blocks, rank, nt;
+  std::int64_t clusters, first, end;
+  // This thread's packs below `limit`.
+  __device__ __forceinline__ int count_below(std::int64_t limit) const {
+    return first < limit ? static_cast<int>((limit - first + nt - 1) / nt) : 0;
+  }
+};
+template <int PACK>
+__device__ __forceinline__ ClusterSlice cluster_slice_start(const SoftmaxArgs& a, ClusterPairs& cpairs) {
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  ClusterSlice c;
+  c.blocks = a.chunks_per_row;
+  c.rank = static_cast<int>(cluster.block_rank());
+  c.nt = blockDim.x;
+  cluster_pairs_init(cpairs);
+  cluster.sync();
+  c.clusters = gridDim.x / c.blocks;
+  const Chunk chunk = chunk_of<PACK>(a, c.rank);
+  c.first = chunk.begin + static_cast<int>(threadIdx.x);
+  c.end = chunk.end;
+  return c;
+}
+
 template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
 __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScratch& scratch, ClusterPairs& cpairs) {
   using P = Pack<T, PACK>;
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int blocks = a.chunks_per_row;
-  const int rank = static_cast<int>(cluster.block_rank());
+  const ClusterSlice c = cluster_slice_start<PACK>(a, cpairs);
+  const int blocks = c.blocks, rank = c.rank, nt = c.nt;
   const int tid = threadIdx.x;
-  const int nt = blockDim.x;
+  const std::int64_t clusters = c.clusters, first = c.first;
+  auto count_below = [&](std::int64_t end) { return c.count_below(end); };
   unsigned phases = 0;
-  cluster_pairs_init(cpairs);
-  cluster.sync();
-  const std::int64_t clusters = gridDim.x / blocks;
-  // This thread's packs of every row: first, first + nt, ... (count of
-  // them below the chunk's end), the same for each row where rows are
-  // whole packs, so computed once; with edges a row's body is its own.
-  const Chunk chunk = chunk_of<PACK>(a, rank);
-  const std::int64_t first = chunk.begin + tid;
-  auto count_below = [&](std::int64_t end) {
-    return first < end ? static_cast<int>((end - first + nt - 1) / nt) : 0;
-  };
-  const int whole_count = count_below(chunk.end);
+  const int whole_count = count_below(c.end);
   int parity = 0;
   for (std::int64_t row = blockIdx.x / blocks; row < a.rows; row += clusters, parity ^= 1) {
     // Blocks have at least 128 threads (the planner): one slot of threads
@@ -109,7 +126,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
     if constexpr (EDGES) {
       const RowSpan span = row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
       head = span.head;
-      count = count_below(chunk.end < span.body ? chunk.end : span.body);
+      count = count_below(c.end < span.body ? c.end : span.body);
       edges.place(span, tid, rank == 0);
       edges.load(row_elems<T>(a.x, row, a.x_stride), nullptr);
     }
@@ -132,7 +149,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
     slice_write<T>(slice, value);
   }
   // No block leaves while a peer may still store into its shared memory.
-  cluster.sync();
+  cooperative_groups::this_cluster().sync();
 }
 
 // cluster_row_smem's rows, pipelined, so that one block an SM keeps the
@@ -153,21 +170,12 @@ template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
 __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, float4* dynamic_smem,
                                                       BlockScratch& scratch, ClusterPairs& cpairs) {
   using P = Pack<T, PACK>;
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int blocks = a.chunks_per_row;
-  const int rank = static_cast<int>(cluster.block_rank());
+  const ClusterSlice c = cluster_slice_start<PACK>(a, cpairs);
+  const int blocks = c.blocks, rank = c.rank, nt = c.nt;
   const int tid = threadIdx.x;
-  const int nt = blockDim.x;
+  const std::int64_t clusters = c.clusters, first = c.first;
+  auto count_below = [&](std::int64_t end) { return c.count_below(end); };
   unsigned phases = 0;
-  cluster_pairs_init(cpairs);
-  cluster.sync();
-  const std::int64_t clusters = gridDim.x / blocks;
-  const Chunk chunk = chunk_of<PACK>(a, rank);
-  const std::int64_t first = chunk.begin + tid;
-  auto count_below = [&](std::int64_t end) {
-    return first < end ? static_cast<int>((end - first + nt - 1) / nt) : 0;
-  };
   const int smem_vecs = a.smem_vecs;
   P* const smem = reinterpret_cast<P*>(dynamic_smem) + tid;  // this thread's slot 0; slot k at k * nt
   auto slot = [&](int k) DUET_INLINE_LAMBDA -> P& { return smem[std::int64_t(k) * nt]; };
@@ -181,11 +189,11 @@ __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, floa
   auto body_of = [&](std::int64_t row) {
     Body b;
     if (row >= a.rows) return b;
-    b.count = count_below(chunk.end);
+    b.count = count_below(c.end);
     if constexpr (EDGES) {
       const RowSpan span = row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
       b.head = span.head;
-      b.count = count_below(chunk.end < span.body ? chunk.end : span.body);
+      b.count = count_below(c.end < span.body ? c.end : span.body);
     }
     return b;
   };
@@ -266,7 +274,7 @@ __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, floa
     body = next;
   }
   // No block leaves while a peer may still store into its shared memory.
-  cluster.sync();
+  cooperative_groups::this_cluster().sync();
 }
 #endif  // DUET_DEVICE_CLUSTERS
 

@@ -20,6 +20,13 @@ inline Device first_gpu() {
   return Device(BackendKind::host, 0);
 }
 
+// The planner's options as they were, set again when it goes out of scope
+// (a test that changes them leaves the next test the process's own).
+struct RestorePlanOptions {
+  PlanOptions saved = plan_options();
+  ~RestorePlanOptions() { set_plan_options(saved); }
+};
+
 // GPUs of the backend first_gpu() comes from.
 inline int gpus_of_first_backend() {
   int n = 0;

@@ -686,11 +686,8 @@ TEST_CASE("fused cross-entropy backward from the forward's lse") {
 // passes outgrow L2.
 TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the rows read again") {
   const Device dev = duet::testing::first_gpu();
-  const PlanOptions before = plan_options();
-  struct Restore {
-    PlanOptions o;
-    ~Restore() { set_plan_options(o); }
-  } restore{before};
+  const duet::testing::RestorePlanOptions restore;
+  const PlanOptions before = restore.saved;
   PlanOptions on = before, off = before;
   on.fused_stash = true;
   off.fused_stash = false;

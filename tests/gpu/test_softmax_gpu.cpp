@@ -205,11 +205,8 @@ TEST_CASE("inf, -inf and NaN propagate as in torch") {
 // split_stream).
 TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to its capacity edge") {
   const Device dev = duet::testing::first_gpu();
-  const PlanOptions before = plan_options();
-  struct Restore {
-    PlanOptions o;
-    ~Restore() { set_plan_options(o); }
-  } restore{before};
+  const duet::testing::RestorePlanOptions restore;
+  const PlanOptions before = restore.saved;
   const bool clusters = dev.props().cluster_launch;
   // The most floats 16 blocks hold: 512 threads x (8 + the vectors the
   // opt-in leaves) x 4, from the kernel's own static shared memory.
