@@ -53,7 +53,7 @@ enum class Strategy : int {
   interleaved_rows = 7,
   // cluster_row for rows past a cluster's registers: each block keeps the
   // rest of its slice in dynamic shared memory, up to the opt-in (one block
-  // an SM). Reads once, writes once. Forward only.
+  // an SM). Reads once, writes once. Forward and backward.
   cluster_row_smem = 8,
 };
 
@@ -144,9 +144,11 @@ inline constexpr int kMaxClusterBlocks = 16;
 // row of 32768 vectors, 16 blocks 65536. Holding 4 and prefetching the next
 // row's 4 needs twice the blocks and is slower (bench/NOTES.md v11).
 inline constexpr int kClusterRowVpt = 8;
-// cluster_row_smem's blocks: 512 threads, the same 8 vectors a thread in
-// registers, the rest of a block's slice in shared memory.
+// cluster_row_smem's blocks: 512 threads, 8 vectors a thread in registers
+// (backward 4 of each tensor), the rest of a block's slice in shared
+// memory.
 inline constexpr int kClusterRowSmemThreads = 512;
+constexpr int cluster_row_smem_vpt(bool backward) { return backward ? 4 : kClusterRowVpt; }
 
 // Vectors each group_rows thread has in flight of each tensor it reads: the
 // rows it loads before reducing the first x the vectors it holds of each.
@@ -300,7 +302,7 @@ inline constexpr std::array<FamilyInfo, 9> kFamilies{{
     {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptNoEdges,
      interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, false, false, false,
      false, LayoutRule::interleaved},
-    {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVptForward, kClusterRowSmemThreads,
+    {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,
      kClusterRowSmemThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
 }};
 static_assert([] {
@@ -337,10 +339,10 @@ constexpr void for_each_variant(F&& f) {
         f(Variant{Strategy::block_row_smem, dt, back, vec, 0, block_row_smem_vpt(back), 1, e});
         if (!e) f(Variant{Strategy::split_row, dt, back, vec, 0, 4});
         f(Variant{Strategy::split_stream, dt, back, vec, 0, split_stream_vpt(back), 1, e});
-        if (!bwd && path != Path::scalar) {  // forward, 16-byte vectors
+        if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
-          f(Variant{Strategy::cluster_row_smem, dt, false, vec, 0, kClusterRowVpt, 1, e});
-        }
+        if (path != Path::scalar)  // 16-byte vectors
+          f(Variant{Strategy::cluster_row_smem, dt, back, vec, 0, cluster_row_smem_vpt(back), 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
         if (path != Path::vector_edges)
           for (int vpt : {interleaved_vpt(dt, path == Path::scalar ? 1 : kInterleavedPack, back), 0})

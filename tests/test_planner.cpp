@@ -420,9 +420,26 @@ TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared 
   SoftmaxShape none = shape(1 << 20);
   none.options.allow_clusters = false;
   CHECK(plan_softmax(h100, none, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  // Backward keeps y and dy: 4 vectors of each a thread in registers, half
+  // the slots of shared memory each; rows past one block_row_smem.
   SoftmaxShape backward = shape(1 << 20);
   backward.backward = true;
   CHECK(plan_softmax(h100, backward, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  for (std::int64_t cols : {65536, 300001, 524288}) {
+    backward.cols = cols;
+    const Plan b = plan_softmax(h100, backward, recorded(h100));
+    INFO("backward ", cols);
+    CHECK(b.kernel.strategy == Strategy::cluster_row_smem);
+    CHECK(b.kernel.backward);
+    CHECK(b.kernel.vpt == cluster_row_smem_vpt(true));
+    CHECK(b.launch.dynamic_smem_bytes == std::int64_t(b.smem_vecs) * b.launch.threads_per_block * 32);
+    CHECK(b.launch.dynamic_smem_bytes + b.attributes.static_smem_bytes <= h100.smem_per_block_optin);
+    CHECK(std::int64_t(b.launch.threads_per_block) * (b.kernel.vpt + b.smem_vecs) * 4 >= b.chunk_elems);
+    CHECK(std::int64_t(b.chunks_per_row) * b.chunk_elems >= cols / 4 * 4);
+    CHECK(b.why.find("y and dy") != std::string::npos);
+  }
+  backward.cols = 32768;  // one block_row_smem holds it
+  CHECK(plan_softmax(h100, backward, recorded(h100)).kernel.strategy == Strategy::block_row_smem);
   // The vendor's count is asked with the plan's shared memory; where no
   // cluster of 16 fits, clusters of 8 cannot hold 1M floats: split_stream.
   std::vector<std::int64_t> smem_asked;

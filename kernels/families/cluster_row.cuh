@@ -1,5 +1,6 @@
 // cluster_row and cluster_row_smem: a row past one block's registers, cut
-// over a thread-block cluster (Hopper, sm_90, and later; forward only).
+// over a thread-block cluster (Hopper, sm_90, and later; cluster_row
+// forward only).
 //
 // The cluster has a.chunks_per_row blocks (the launch's cluster size): block
 // r keeps packs [r * chunk, (r + 1) * chunk) of the row on chip (thread t:
@@ -9,12 +10,14 @@
 // once, write once.
 // cluster_row keeps a block's packs in registers, blocks of up to 512
 // threads that fit at least twice an SM. cluster_row_smem keeps the first
-// VECS_PER_THREAD of a thread's packs in registers and the next a.smem_vecs
-// in its own slots of dynamic shared memory (slot k of thread t at k*T + t,
-// as block_row_smem: no bank conflicts, no barrier, a thread reads back only
-// what it wrote), copied there by cp.async without passing through
-// registers, so a whole slice is in flight at once; one block an SM, whose
-// next row's loads are issued while it writes the current one.
+// VECS_PER_THREAD of a thread's packs in registers and the next
+// a.smem_vecs in its own slots of dynamic shared memory (slot k of thread
+// t at k*T + t, as block_row_smem: no bank conflicts, no barrier, a thread
+// reads back only what it wrote), copied there by cp.async without passing
+// through registers, so a whole slice is in flight at once; one block an
+// SM, whose next row's loads are issued while it writes the current one.
+// Its backward keeps y and dy both and reduces sum(dy y) (log_softmax:
+// sum(dy)) alone.
 // Grid: one wave of whole clusters walking the rows (grid_for in
 // runtime/src/planner/planner.cpp says why), launched with the cluster
 // attribute (softmax_launch.cu); no workspace.
@@ -159,14 +162,17 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
 //   stored (a slot's copy is issued after this thread's store of the value
 //   it read there, so the read has returned); the first row's before the
 //   loop;
-// - the refilled slots' online (max, sum) is taken in the same loop,
+// - the refilled slots' statistics (forward: the online (max, sum);
+//   backward: sum(dy y), log_softmax sum(dy)) are taken in the same loop,
 //   kCpAsyncLag slots behind the copies (each slot's copy its own group),
-//   so the exps of the next row's statistics run while the memory moves,
-//   and between rows only the registers' packs, the block's reduction and
-//   the cluster's exchange remain.
+//   so the next row's arithmetic runs while the memory moves, and between
+//   rows only the registers' packs, the block's reduction and the
+//   cluster's exchange remain.
+// Backward keeps y in slots [0, smem_vecs) and dy in [smem_vecs, 2
+// smem_vecs) of each thread's, and exchanges (0, sum) as its pair.
 inline constexpr int kCpAsyncLag = 16;
 
-template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, float4* dynamic_smem,
                                                       BlockScratch& scratch, ClusterPairs& cpairs) {
   using P = Pack<T, PACK>;
@@ -179,6 +185,7 @@ __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, floa
   const int smem_vecs = a.smem_vecs;
   P* const smem = reinterpret_cast<P*>(dynamic_smem) + tid;  // this thread's slot 0; slot k at k * nt
   auto slot = [&](int k) DUET_INLINE_LAMBDA -> P& { return smem[std::int64_t(k) * nt]; };
+  auto dy_slot = [&](int k) DUET_INLINE_LAMBDA -> P& { return smem[std::int64_t(smem_vecs + k) * nt]; };
   // A row's body as this thread sees it: the pack offset of its first
   // whole pack and how many of this thread's packs it holds (0 past the
   // last row: nothing to load).
@@ -197,80 +204,117 @@ __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, floa
     }
     return b;
   };
-  auto packs_of = [&](std::int64_t row, const Body& b) {
-    return row_ptr<T, PACK>(a.x, row < a.rows ? row : 0, a.x_stride, b.head) + first;
+  // This thread's first pack of a row's x (backward: y) and dy.
+  auto packs_of = [&](const void* t, std::int64_t stride, std::int64_t row, const Body& b) {
+    return row_ptr<T, PACK>(t, row < a.rows ? row : 0, stride, b.head) + first;
   };
-  auto add = [&](float& m, float& s, const P& p) DUET_INLINE_LAMBDA {
-    online_add<PACK>(m, s, [&](int e) DUET_INLINE_LAMBDA { return element<T>(p, e); });
+  // A row's statistics so far: forward an online pair (m, s), backward the
+  // sum alone (m stays 0, so the cluster's exchange adds the sums).
+  struct Stats {
+    float m = BACKWARD ? 0.0f : kNegInf;
+    float s = 0.0f;
+  };
+  auto add = [&](Stats& st, const P& p, const P& q) DUET_INLINE_LAMBDA {
+    if constexpr (BACKWARD) {
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) st.s += backward_term(element<T>(p, e), element<T>(q, e), a.log);
+    } else {
+      online_add<PACK>(st.m, st.s, [&](int e) DUET_INLINE_LAMBDA { return element<T>(p, e); });
+    }
+  };
+  // Issues the copies of slot k of a row into shared memory.
+  auto fill = [&](int k, const P* xr, const P* gr) DUET_INLINE_LAMBDA {
+    duet_cp_async16(&slot(k), xr + std::int64_t(VECS_PER_THREAD + k) * nt);
+    if constexpr (BACKWARD) duet_cp_async16(&dy_slot(k), gr + std::int64_t(VECS_PER_THREAD + k) * nt);
+  };
+  auto add_slot = [&](Stats& st, int k) DUET_INLINE_LAMBDA {
+    if constexpr (BACKWARD)
+      add(st, slot(k), dy_slot(k));
+    else
+      add(st, slot(k), slot(k));
   };
   P x[VECS_PER_THREAD];
+  P g[BACKWARD ? VECS_PER_THREAD : 1];
   std::int64_t row = blockIdx.x / blocks;
   Body body = body_of(row);
-  // The shared-memory slots' online pair of the row about to be reduced.
-  float slots_m = kNegInf, slots_s = 0.0f;
+  // The shared-memory slots' statistics of the row about to be reduced.
+  Stats slots;
   {
-    const P* xr = packs_of(row, body);
-    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k)
-      duet_cp_async16(&slot(k), xr + std::int64_t(VECS_PER_THREAD + k) * nt);
+    const P* xr = packs_of(a.x, a.x_stride, row, body);
+    const P* gr = BACKWARD ? packs_of(a.dy, a.dy_stride, row, body) : nullptr;
+    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) fill(k, xr, gr);
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j)
-      if (j < body.count) x[j] = xr[std::int64_t(j) * nt];
+      if (j < body.count) {
+        x[j] = xr[std::int64_t(j) * nt];
+        if constexpr (BACKWARD) g[j] = gr[std::int64_t(j) * nt];
+      }
     duet_cp_async_wait_all();
-    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) add(slots_m, slots_s, slot(k));
+    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) add_slot(slots, k);
   }
   int parity = 0;
   for (; row < a.rows; row += clusters, parity ^= 1) {
-    [[maybe_unused]] EdgesOf<EDGES, T, PACK, 64, false> edges;
+    [[maybe_unused]] EdgesOf<EDGES, T, PACK, 64, BACKWARD> edges;
     if constexpr (EDGES) {
       edges.place(row_span<T, PACK>(a.x, row, a.x_stride, a.cols), tid, rank == 0);
-      edges.load(row_elems<T>(a.x, row, a.x_stride), nullptr);
+      edges.load(row_elems<T>(a.x, row, a.x_stride), BACKWARD ? row_elems<T>(a.dy, row, a.dy_stride) : nullptr);
     }
     const int count = body.count;
     auto valid = [&](int j) { return j < count; };
-    float m = slots_m, s = slots_s;
+    Stats st = slots;
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j)
-      if (valid(j)) add(m, s, x[j]);
-    if constexpr (EDGES) {
-      const float m_new = edges.max(m);
-      s = rescale(s, m, m_new);
-      const float shift = m_new == kNegInf ? 0.0f : m_new;
-      s = edges.sum(s, [&](float v) { return exp_shifted(v, shift); });
-      m = m_new;
+      if (valid(j)) add(st, x[j], BACKWARD ? g[j] : x[j]);
+    float2 stats;
+    if constexpr (BACKWARD) {
+      if constexpr (EDGES) st.s = edges.sum(st.s, [&](float y, float dy) { return backward_term(y, dy, a.log); });
+      stats = cluster_pairs_exchange(cpairs, 0.0f, block_reduce(st.s, scratch[parity], SumOp{}), blocks, rank,
+                                     parity, phases);
+    } else {
+      if constexpr (EDGES) edges.online(st.m, st.s);
+      const float block_m = block_reduce(st.m, scratch[0], MaxOp{});
+      const float block_s = block_reduce(rescale(st.s, st.m, block_m), scratch[1], SumOp{});
+      stats = cluster_pairs_exchange(cpairs, block_m, block_s, blocks, rank, parity, phases);
     }
-    const float block_m = block_reduce(m, scratch[0], MaxOp{});
-    const float block_s = block_reduce(rescale(s, m, block_m), scratch[1], SumOp{});
-    const float2 stats = cluster_pairs_exchange(cpairs, block_m, block_s, blocks, rank, parity, phases);
     const float row_m = stats.x;
-    const float k_row = a.log ? logf(stats.y) : sizeof(T) == 2 ? log2f(stats.y) : 1.0f / stats.y;
-    const auto value = [&](float v) DUET_INLINE_LAMBDA { return cluster_row_value<T>(v, row_m, k_row, a.log); };
-    const auto result = [&](const P& p) DUET_INLINE_LAMBDA {
-      return make_pack<T, P>([&](int e) DUET_INLINE_LAMBDA { return value(element<T>(p, e)); });
+    const float k_row = BACKWARD ? stats.y : a.log ? logf(stats.y) : sizeof(T) == 2 ? log2f(stats.y) : 1.0f / stats.y;
+    const auto value = [&](float v, float dy) DUET_INLINE_LAMBDA {
+      if constexpr (BACKWARD)
+        return backward_value(v, dy, k_row, a.log);
+      else
+        return cluster_row_value<T>(v, row_m, k_row, a.log);
     };
-    if constexpr (EDGES) edges.store(row_elems<T>(a.out, row, a.out_stride), [&](float v, float) { return value(v); });
+    const auto result = [&](const P& p, const P& q) DUET_INLINE_LAMBDA {
+      return make_pack<T, P>([&](int e) DUET_INLINE_LAMBDA { return value(element<T>(p, e), element<T>(q, e)); });
+    };
+    if constexpr (EDGES) edges.store(row_elems<T>(a.out, row, a.out_stride), value);
     // The write, refilling every slot with the next row's pack as it goes.
     P* const out = row_ptr<T, PACK>(a.out, row, a.out_stride, body.head) + first;
     const Body next = body_of(row + clusters);
-    const P* const xn = packs_of(row + clusters, next);
+    const P* const xn = packs_of(a.x, a.x_stride, row + clusters, next);
+    const P* const gn = BACKWARD ? packs_of(a.dy, a.dy_stride, row + clusters, next) : nullptr;
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j) {
-      if (valid(j)) out[std::int64_t(j) * nt] = result(x[j]);
-      if (j < next.count) x[j] = xn[std::int64_t(j) * nt];
+      if (valid(j)) out[std::int64_t(j) * nt] = result(x[j], BACKWARD ? g[j] : x[j]);
+      if (j < next.count) {
+        x[j] = xn[std::int64_t(j) * nt];
+        if constexpr (BACKWARD) g[j] = gn[std::int64_t(j) * nt];
+      }
     }
-    slots_m = kNegInf;
-    slots_s = 0.0f;
+    slots = Stats{};
     for (int k = 0; k < smem_vecs; ++k) {
-      if (valid(VECS_PER_THREAD + k)) out[std::int64_t(VECS_PER_THREAD + k) * nt] = result(slot(k));
-      if (VECS_PER_THREAD + k < next.count) duet_cp_async16(&slot(k), xn + std::int64_t(VECS_PER_THREAD + k) * nt);
+      if (valid(VECS_PER_THREAD + k))
+        out[std::int64_t(VECS_PER_THREAD + k) * nt] = result(slot(k), BACKWARD ? dy_slot(k) : slot(k));
+      if (VECS_PER_THREAD + k < next.count) fill(k, xn, gn);
       duet_cp_async_commit();  // a group a slot, empty or not: the lag counts slots
       if (k >= kCpAsyncLag) {
         duet_cp_async_wait_group<kCpAsyncLag>();  // slot k - lag has landed
-        if (VECS_PER_THREAD + k - kCpAsyncLag < next.count) add(slots_m, slots_s, slot(k - kCpAsyncLag));
+        if (VECS_PER_THREAD + k - kCpAsyncLag < next.count) add_slot(slots, k - kCpAsyncLag);
       }
     }
     duet_cp_async_wait_all();
     for (int k = smem_vecs > kCpAsyncLag ? smem_vecs - kCpAsyncLag : 0; k < smem_vecs; ++k)
-      if (VECS_PER_THREAD + k < next.count) add(slots_m, slots_s, slot(k));
+      if (VECS_PER_THREAD + k < next.count) add_slot(slots, k);
     body = next;
   }
   // No block leaves while a peer may still store into its shared memory.
@@ -290,13 +334,13 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 2) cluster_row_kernel(S
 }
 
 // One block an SM: up to 128 registers a thread, the opt-in shared memory.
-template <class T, int PACK, int VECS_PER_THREAD, bool EDGES>
-__global__ void __launch_bounds__(kClusterRowMaxThreads, 1) cluster_row_smem_kernel(SoftmaxArgs a) {
+template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
+__global__ void __launch_bounds__(kClusterRowSmemThreads, 1) cluster_row_smem_kernel(SoftmaxArgs a) {
 #if DUET_DEVICE_CLUSTERS
   extern __shared__ float4 dynamic_smem[];
   __shared__ BlockScratch scratch;
   __shared__ ClusterPairs cpairs;
-  cluster_row_smem_body<T, PACK, VECS_PER_THREAD, EDGES>(a, dynamic_smem, scratch, cpairs);
+  cluster_row_smem_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES>(a, dynamic_smem, scratch, cpairs);
 #else
   (void)a;
 #endif  // DUET_DEVICE_CLUSTERS
@@ -304,13 +348,11 @@ __global__ void __launch_bounds__(kClusterRowMaxThreads, 1) cluster_row_smem_ker
 
 static_assert(!any_entry(Strategy::cluster_row, [](const Variant& v) { return v.backward; }),
               "cluster_row is forward only: its kernel takes no direction");
-static_assert(!any_entry(Strategy::cluster_row_smem, [](const Variant& v) { return v.backward; }),
-              "cluster_row_smem is forward only: its kernel takes no direction");
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row, I> = {
     &cluster_row_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::cluster_row_smem, I> = {
-    &cluster_row_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.edges>};
+    &cluster_row_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward, kEntry<I>.edges>};
 
 }  // namespace duet::DUET_NS::kernels

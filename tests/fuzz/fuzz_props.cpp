@@ -219,11 +219,14 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
     if (cluster) {
-      FUZZ_CHECK(d.cluster_launch && !s.backward && p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks, ctx);
+      FUZZ_CHECK(d.cluster_launch && (!s.backward || p.kernel.strategy == Strategy::cluster_row_smem) &&
+                     p.chunks_per_row >= 2 && p.chunks_per_row <= duet::kMaxClusterBlocks,
+                 ctx);
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= p.chunk_elems,
                  ctx);
       FUZZ_CHECK(p.smem_vecs == 0 || __int128(p.launch.dynamic_smem_bytes) ==
-                                         __int128(p.smem_vecs) * p.launch.threads_per_block * 16, ctx);
+                                         __int128(p.smem_vecs) * p.launch.threads_per_block * 16 * (s.backward ? 2 : 1),
+                 ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
     } else if (stream) {
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec == p.chunk_elems, ctx);

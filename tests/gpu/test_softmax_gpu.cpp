@@ -220,7 +220,10 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
     std::int64_t cols;
     std::int64_t misalign;
     bool on_chip;  // planned as cluster_row_smem where the device has clusters
+    bool backward = false;
   };
+  // Backward keeps y and dy: half the vectors a block.
+  const std::int64_t edge_vectors_bwd = 16 * kClusterRowSmemThreads * (cluster_row_smem_vpt(true) + most_vecs / 2);
   const std::vector<Row> rows_tried = {
       {DType::f32, 262148, 0, true},                    // 4 blocks
       {DType::f32, 524288, 0, true},                    // 8
@@ -232,6 +235,11 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
       {DType::bf16, 1 << 21, 0, true},                  // 16-bit rows of 2M
       {DType::f16, (1 << 21) - 5, 1, true},
       {DType::bf16, edge_vectors * 8, 0, true},
+      {DType::f32, 65536, 0, true, true},                       // backward: past one block_row_smem
+      {DType::f32, 300001, 1, true, true},                      // edges, shifted
+      {DType::f32, edge_vectors_bwd * 4, 0, true, true},        // the capacity edge
+      {DType::f32, edge_vectors_bwd * 4 + 4, 0, false, true},   // a pack past it
+      {DType::bf16, (1 << 20) + 3, 0, true, true},
   };
   for (const Row& r : rows_tried)
     for (int forced : {0, 16}) {
@@ -244,6 +252,7 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
       c.op = r.cols % 2 ? Op::log_softmax : Op::softmax;
       c.cols = r.cols;
       c.misalign = r.misalign;
+      c.backward = r.backward;
       // More rows than the clusters the device holds at once (one block an
       // SM: up to 16 clusters of 8 on the H100's 132 SMs, 8 of 16), within a
       // reference the CPU computes quickly.

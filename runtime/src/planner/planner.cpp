@@ -139,13 +139,14 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
 // s.options.max_cluster_blocks blocks' opt-in memory.
 bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                            const AttributeSource& attributes, Plan& out) {
-  if (!dev.cluster_launch || !s.options.allow_clusters || s.backward || vec != dtype_vec16(s.dtype)) return false;
+  if (!dev.cluster_launch || !s.options.allow_clusters || vec != dtype_vec16(s.dtype)) return false;
   if (dtype_size(s.dtype) != 4 && !s.options.prefer_clusters) return false;
   constexpr int threads = kClusterRowSmemThreads;
-  constexpr int vpt = kClusterRowVpt;
-  const Variant variant{Strategy::cluster_row_smem, s.dtype, false, vec, 0, vpt, 1, edges};
+  const int vpt = cluster_row_smem_vpt(s.backward);
+  const Variant variant{Strategy::cluster_row_smem, s.dtype, s.backward, vec, 0, vpt, 1, edges};
   const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
-  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype);
+  // Backward keeps two tensors a position.
+  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
   const std::int64_t most_smem_vecs =
       (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
   if (most_smem_vecs < 1) return false;
@@ -162,7 +163,7 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
   out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
             std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each in registers, " +
             std::to_string(smem_vecs) + " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) +
-            " B a block)";
+            " B a block" + (s.backward ? ", y and dy" : "") + ")";
   return out.exact.blocks_per_sm >= 1 &&
          out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
 }
@@ -424,8 +425,7 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
           plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
         plan = std::move(clustered);
-    } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan) ||
-               plan_cluster_row_smem(dev, s, vec, edges, nv, attributes, plan)) {
+    } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan)) {
       fits = true;
     } else {
       const int threads = kBlockRowMaxThreads;
@@ -443,6 +443,8 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
                    " in registers, " + std::to_string(spill * threads) + " in shared memory (" +
                    std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
       }
+      // Past one block's shared memory: a cluster's.
+      if (!fits) fits = plan_cluster_row_smem(dev, s, vec, edges, nv, attributes, plan);
     }
     if (s.options.force_split) {
       require(!dev.is_gpu() || DUET_HAVE_EXPERIMENTS, Status::unsupported,
