@@ -9,10 +9,11 @@
 //   fits a cluster's registers cluster_row (sm_90+, forward): 2..16 blocks a
 //                             row, each slice in registers; before
 //                             block_row_smem and split_row
-//   fits a cluster on chip    cluster_row_smem (sm_90+, forward, f32; 16-bit
-//                             with DUET_CLUSTER=prefer): 2..16 blocks a
-//                             row, each slice in registers and shared
-//                             memory, one block an SM
+//   fits a cluster on chip    cluster_row_smem (sm_90+, f32; 16-bit with
+//                             DUET_CLUSTER=prefer): 2..16 blocks a row,
+//                             each slice in registers and shared memory,
+//                             one block an SM; forward past cluster_row,
+//                             backward past block_row_smem
 //   wider                     split_stream: chunks, online (max, sum), two
 //                             passes in one launch, the second reading
 //                             from L2 (split_row: the same in two kernels,

@@ -132,11 +132,14 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
 // SM, so fewer blocks a cluster give more clusters, which fit a GPC's SMs
 // more easily (H100, f32 262148 as 4 blocks: 0.79 of copy, as 16: 0.63;
 // bench/NOTES.md v47). float32 only, unless clusters are preferred
-// (DUET_CLUSTER=prefer): 16-bit rows, twice the elements (and exps) a
-// byte, ran below split_stream (bf16 1M / 2M: 0.68 / 0.69 against 0.75 /
-// 0.71), f32 above it (1M: 0.79 against 0.71). Returns false where the
-// device has no clusters or the row needs more than
-// s.options.max_cluster_blocks blocks' opt-in memory.
+// (DUET_CLUSTER=prefer): 16-bit rows, twice the elements a byte, ran below
+// split_stream (forward bf16 1M / 2M: 0.68 / 0.69 against 0.75 / 0.71;
+// backward 262144..1M: 0.76-0.80 against 0.80-0.86), f32 above it
+// (forward 1M: 0.79 against 0.71; backward 65536 / 589824: 0.92 / 0.82
+// against 0.86 / 0.79; v48). Backward keeps y and dy, 4 vectors of each a
+// thread in registers. Returns false where the device has no clusters or
+// the row needs more than s.options.max_cluster_blocks blocks' opt-in
+// memory.
 bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                            const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.options.allow_clusters || vec != dtype_vec16(s.dtype)) return false;
