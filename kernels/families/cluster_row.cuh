@@ -170,7 +170,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
 //   cluster's exchange remain.
 // Backward keeps y in slots [0, smem_vecs) and dy in [smem_vecs, 2
 // smem_vecs) of each thread's, and exchanges (0, sum) as its pair.
-inline constexpr int kCpAsyncLag = 16;
+inline constexpr int kCpAsyncLag = 8;
 
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __device__ __forceinline__ void cluster_row_smem_body(const SoftmaxArgs& a, float4* dynamic_smem,
