@@ -51,11 +51,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="path prefix of the .json and .png")
     ap.add_argument("--mbytes", type=int, default=256)
+    ap.add_argument("--commit", help="the revision measured (default: git rev-parse of this checkout)")
     args = ap.parse_args()
     found = {}
     ceiling = compare.copy_ceiling(found)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "duet": duet.version(),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "commit": args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                   text=True).stdout.strip(),
+           "plan_env": {k: v for k, v in os.environ.items() if k.startswith("DUET_") and k != "DUET_LIBRARY"},
            "copy_GBps": ceiling, **found, "points": []}
     for dt_name, dtype in DTYPES.items():
         for label, rest, dim in SHAPES:

@@ -55,6 +55,10 @@ enum class Strategy : int {
   // rest of its slice in dynamic shared memory, up to the opt-in (one block
   // an SM). Reads once, writes once. Forward and backward.
   cluster_row_smem = 8,
+  // interleaved_rows for rows too long for a tile in registers: the block
+  // keeps its tile in dynamic shared memory, read once, and the next tile's
+  // copies are in flight while this one is written.
+  interleaved_smem = 9,
 };
 
 struct Variant {
@@ -214,6 +218,9 @@ constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
   if (dtype_size(dtype) == 2 && !backward) return 6;  // 8 spilled 4 bytes
   return (backward ? 32 : 64) / (dtype_size(dtype) * vec);
 }
+// interleaved_smem: blocks of 512 threads holding a tile of packs of rows in
+// shared memory, copied there by cp.async where the device has it (sm_80+).
+inline constexpr int kInterleavedSmemThreads = 512;
 // Whether interleaved rows (SoftmaxCall::inner) sit on packs of
 // kInterleavedPack elements in every tensor: pointers on a pack, inner
 // rows, col strides and strides whole packs, so a lane reads a pack of
@@ -284,7 +291,7 @@ inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 9> kFamilies{{
+inline constexpr std::array<FamilyInfo, 10> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -304,6 +311,8 @@ inline constexpr std::array<FamilyInfo, 9> kFamilies{{
      false, LayoutRule::interleaved},
     {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,
      kClusterRowSmemThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
+    {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackVptNoEdges, kInterleavedSmemThreads,
+     kInterleavedSmemThreads, WorkUnit::inner_tile, false, false, false, false, LayoutRule::interleaved},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kFamilies.size(); ++i)
@@ -348,6 +357,8 @@ constexpr void for_each_variant(F&& f) {
           for (int vpt : {interleaved_vpt(dt, path == Path::scalar ? 1 : kInterleavedPack, back), 0})
             f(Variant{Strategy::interleaved_rows, dt, back, path == Path::scalar ? 1 : kInterleavedPack, 0, vpt, 1,
                       false});
+        if (path == Path::vector)  // packs of rows
+          f(Variant{Strategy::interleaved_smem, dt, back, kInterleavedPack, 0, 0, 1, false});
       }
 }
 

@@ -177,6 +177,12 @@ const Shape kShapes[] = {
     {1, 2000, 3, 1, 0},   // a narrow tile, many threads a row
     {3, 7, 1, 2, 1},      // inner 1: one row an outer row, its elements apart
     {5, 1, 50},           // one element a row
+    // Past registers on packs (GPUs with asynchronous shared-memory copies:
+    // interleaved_smem, else two passes):
+    {2, 1000, 56},        // two tiles an outer row, the second partly spare lanes
+    {1, 4096, 64},        // 32-byte tiles forward, two passes backward (f32)
+    {3, 513, 16, 4, 8},   // padded strides on packs, a tile an outer row
+    {1, 3000, 4},         // one lane: 512 threads a row, some with one pack fewer
 };
 
 }  // namespace
@@ -188,7 +194,7 @@ TEST_CASE("interleaved rows: every device, dtype, direction and layout against f
         for (Op op : {Op::softmax, Op::log_softmax})
           for (bool backward : {false, true}) {
             const Variant v = run_case(dev, s, dtype, op, backward, false);
-            CHECK(v.strategy == Strategy::interleaved_rows);
+            CHECK(family_of(v.strategy).work == WorkUnit::inner_tile);
           }
   });
 }
@@ -199,43 +205,71 @@ TEST_CASE("interleaved rows: in place, and inf / -inf / NaN rows") {
       for (Op op : {Op::softmax, Op::log_softmax}) {
         for (bool backward : {false, true}) run_case(dev, {2, 37, 70, 1, 2}, dtype, op, backward, true);
         run_case(dev, {2, 37, 70}, dtype, op, false, false, true);
-        run_case(dev, {1, 900, 8}, dtype, op, false, false, true);  // two passes on GPUs
+        run_case(dev, {1, 900, 8}, dtype, op, false, false, true);  // shared memory or two passes on GPUs
+        for (bool backward : {false, true}) run_case(dev, {2, 600, 8}, dtype, op, backward, true);
       }
   });
 }
 
-TEST_CASE("interleaved rows: the planner picks registers or two passes by the row's length") {
+TEST_CASE("interleaved rows: the planner picks registers, shared memory or two passes by the row's length") {
   // A live GPU's plans (property files' plans: test_planner.cpp).
   bool any_gpu = false;
   on_every_device([&](const Device& dev) {
     if (!dev.is_gpu()) return;
     any_gpu = true;
-    SoftmaxCall c;
-    c.rows = 8;
-    c.inner = 4096;
+    const DeviceProps& props = dev.props();
+    const bool async_copies = props.vendor == Vendor::nvidia && props.cc_major >= 8;
+    const PlanOptions saved = plan_options();
+    struct Restore {
+      PlanOptions o;
+      ~Restore() { set_plan_options(o); }
+    } restore{saved};
     // f32 on packs of 4 rows: at least 8 lanes, up to 64 slots; 16 floats
     // a thread forward (4 packs), 8 backward (2 packs of each tensor).
-    for (auto [cols, backward, vpt] : {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0},
-                                       std::tuple{60, true, 2}, std::tuple{129, true, 0}, std::tuple{513, false, 0}}) {
-      INFO(cols, backward ? " backward" : " forward");
-      Buffer x(dev, std::size_t(8 * 4096) * std::size_t(cols) * 4), y(dev, x.size()), dy(dev, x.size());
-      c.cols = cols;
-      c.backward = backward;
-      c.x = x.data();
-      c.out = y.data();
-      c.dy = backward ? dy.data() : nullptr;
-      c.x_stride = c.out_stride = c.dy_stride = cols * 4096;
-      c.x_col_stride = c.out_col_stride = c.dy_col_stride = 4096;
-      const Plan p = plan_for(dev, c);
-      CHECK(p.kernel.strategy == Strategy::interleaved_rows);
-      CHECK(p.kernel.vpt == vpt);
-      CHECK(p.kernel.vec == 4);
-      const int lanes = p.rows_per_block / 4;
-      CHECK(lanes >= (vpt > 0 ? 8 : 2));
-      CHECK(lanes <= 32);
-      CHECK(p.inner_tiles == 4096 / p.rows_per_block);
-      CHECK(p.launch.threads_per_block <= interleaved_max_threads(p.kernel.vec));
-      if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / lanes) * vpt >= cols);
+    // Past that, the tile in shared memory where the device copies there
+    // asynchronously and it fits (a 1000000-element row does not), else
+    // two passes.
+    for (bool stash : {true, false}) {
+      PlanOptions o = saved;
+      o.interleaved_stash = stash;
+      set_plan_options(o);
+      for (auto [cols, backward, vpt] :
+           {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0}, std::tuple{60, true, 2},
+            std::tuple{129, true, 0}, std::tuple{513, false, 0}, std::tuple{1000000, false, 0}}) {
+        INFO(cols, backward ? " backward" : " forward", stash ? "" : " (no stash)");
+        SoftmaxCall c;
+        c.rows = cols > 10000 ? 1 : 8;
+        c.inner = cols > 10000 ? 8 : 4096;
+        Buffer x(dev, std::size_t(c.rows * c.inner) * std::size_t(cols) * 4), y(dev, x.size()), dy(dev, x.size());
+        c.cols = cols;
+        c.backward = backward;
+        c.x = x.data();
+        c.out = y.data();
+        c.dy = backward ? dy.data() : nullptr;
+        c.x_stride = c.out_stride = c.dy_stride = cols * c.inner;
+        c.x_col_stride = c.out_col_stride = c.dy_col_stride = c.inner;
+        const Plan p = plan_for(dev, c);
+        const bool held = vpt == 0 && stash && async_copies && cols < 10000;
+        CHECK(p.kernel.strategy == (held ? Strategy::interleaved_smem : Strategy::interleaved_rows));
+        CHECK(p.kernel.vpt == vpt);
+        CHECK(p.kernel.vec == 4);
+        const int lanes = p.rows_per_block / 4;
+        CHECK(lanes >= (vpt > 0 ? 8 : std::min<std::int64_t>(2, c.inner / 4)));
+        CHECK(lanes <= 32);
+        CHECK(p.inner_tiles == c.inner / p.rows_per_block);
+        CHECK(p.launch.threads_per_block <= max_threads_per_block(p.kernel));
+        if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / lanes) * vpt >= cols);
+        if (held) {
+          // 8 lanes (a 128-byte line of rows), every thread's packs of each
+          // tensor held, within the opt-in.
+          CHECK(lanes == 8);
+          const std::int64_t slots = p.launch.threads_per_block / lanes;
+          CHECK(p.smem_vecs == (cols + slots - 1) / slots);
+          CHECK(p.launch.dynamic_smem_bytes == std::int64_t(p.smem_vecs) * p.launch.threads_per_block * 16 *
+                                                   (backward ? 2 : 1));
+          CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= props.smem_per_block_optin);
+        }
+      }
     }
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (a live device's plans)");

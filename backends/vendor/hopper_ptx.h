@@ -51,6 +51,36 @@ __device__ __forceinline__ unsigned duet_cvt_rn_f16x2(float lo, float hi) {
 #define DUET_DEVICE_CVT_RN16 0
 #endif  // __CUDA_ARCH__ >= 800
 
+// Copies from global to shared memory that do not pass through registers,
+// on sm_80 and later (PTX ISA, "cp.async", "cp.async.commit_group",
+// "cp.async.wait_group"): 16 bytes cached in L2 only (.cg), 8 bytes (.ca,
+// the only form of that size); the end of a group of this thread's copies;
+// the wait until at most N of its groups are pending (wait_group N), or
+// none (wait_all). A copy's shared-memory write is visible to this thread
+// once a wait covers it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DUET_DEVICE_CP_ASYNC 1
+__device__ __forceinline__ unsigned duet_smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void duet_cp_async16(void* smem_dst, const void* global_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
+               : "memory");
+}
+__device__ __forceinline__ void duet_cp_async8(void* smem_dst, const void* global_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
+               : "memory");
+}
+__device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void duet_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#else
+#define DUET_DEVICE_CP_ASYNC 0
+#endif  // __CUDA_ARCH__ >= 800
+
 // Device code may use thread-block clusters and distributed shared memory
 // (cooperative_groups::this_cluster) on sm_90 and later.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -64,9 +94,6 @@ __device__ __forceinline__ unsigned duet_cvt_rn_f16x2(float lo, float hi) {
 // complete a transaction-counting barrier there. An mbarrier is a 64-bit
 // word in shared memory.
 #if DUET_DEVICE_CLUSTERS
-__device__ __forceinline__ unsigned duet_smem_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void duet_mbarrier_init(unsigned long long* bar, unsigned arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(duet_smem_address(bar)), "r"(arrivals) : "memory");
 }
@@ -106,22 +133,5 @@ __device__ __forceinline__ bool duet_mbarrier_try_wait_cluster(unsigned long lon
       : "memory");
   return done != 0;
 }
-// A 16-byte copy from global to shared memory that does not pass through
-// registers (cp.async.cg: cached in L2 only); the end of a group of this
-// thread's copies (cp.async.commit_group); the wait until at most N of its
-// groups are pending (cp.async.wait_group N), or none and no copy
-// (cp.async.wait_all). PTX ISA, "cp.async", "cp.async.commit_group",
-// "cp.async.wait_group"; sm_80+. A copy's shared-memory write is visible
-// to this thread once a wait covers it.
-__device__ __forceinline__ void duet_cp_async16(void* smem_dst, const void* global_src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
-               : "memory");
-}
-__device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void duet_cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 #endif  // DUET_DEVICE_CLUSTERS
 #endif  // __CUDACC__

@@ -86,6 +86,9 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
 #define DUET_DEVICE_CLUSTERS 0
+// No asynchronous global-to-shared copy: storage.cuh's copy_to_shared loads
+// and stores.
+#define DUET_DEVICE_CP_ASYNC 0
 // 2^x: exp2f is one v_exp_f32 on AMD.
 #define DUET_FAST_EXP2(x) exp2f(x)
 // No paired float -> 16-bit conversion instruction: storage.cuh rounds each

@@ -171,4 +171,38 @@ __device__ __forceinline__ void store_streaming(V* p, const V& v) {
     *p = v;
 }
 
+// A pack of 16 or 8 bytes copied from global to this thread's place in
+// shared memory. Where the device has cp.async (DUET_DEVICE_CP_ASYNC) no
+// register holds it and the copy is in flight until shared_copies_wait
+// covers it; the copies since the last shared_copies_commit form a group.
+// Elsewhere a load and a store, complete at once (commit and wait do
+// nothing).
+template <class V>
+__device__ __forceinline__ void copy_to_shared(V* dst, const V* src) {
+  static_assert(sizeof(V) == 16 || sizeof(V) == 8, "cp.async moves 16 or 8 bytes here");
+#if DUET_DEVICE_CP_ASYNC
+  if constexpr (sizeof(V) == 16)
+    duet_cp_async16(dst, src);
+  else
+    duet_cp_async8(dst, src);
+#else
+  *dst = *src;
+#endif
+}
+__device__ __forceinline__ void shared_copies_commit() {
+#if DUET_DEVICE_CP_ASYNC
+  duet_cp_async_commit();
+#endif
+}
+// Waits until at most `pending` of this thread's groups are in flight.
+template <int PENDING>
+__device__ __forceinline__ void shared_copies_wait() {
+#if DUET_DEVICE_CP_ASYNC
+  if constexpr (PENDING == 0)
+    duet_cp_async_wait_all();
+  else
+    duet_cp_async_wait_group<PENDING>();
+#endif
+}
+
 }  // namespace duet::DUET_NS::kernels

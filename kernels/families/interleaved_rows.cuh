@@ -17,7 +17,7 @@
 //   L2 when the tile is not).
 // Grid: blocks of tile x slots threads (at most interleaved_max_threads),
 // one tile each, up to the planner's waves; no dynamic shared memory, no
-// workspace.
+// workspace. interleaved_smem (below) holds a tile in shared memory.
 #pragma once
 
 #include "common/family_kernels.cuh"
@@ -249,8 +249,126 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
   }
 }
 
+// interleaved_smem: the same tiles for rows too long for registers, each
+// held in dynamic shared memory so that it is read once. Thread t keeps
+// its packs k = 0, 1, ... (elements slot + k slots of its lane's rows) at
+// k * blockDim + t, a warp's packs adjacent (backward: y's, then dy's
+// after a.smem_vecs of them). Only the thread that copied a pack reads it,
+// so the packs need no barrier, only this thread's wait for its copies.
+// A tile: wait for its copies, the slot's statistics from shared memory,
+// the tree over the slots, then the write, each pack's place refilled with
+// the next tile's pack right after its value is stored (the store used the
+// value, so the read has returned), so the next tile's reads are in flight
+// while this one is written.
+template <class T, int VEC, bool BACKWARD>
+__global__ void __launch_bounds__(kInterleavedSmemThreads, 1) interleaved_smem_kernel(SoftmaxArgs a) {
+  using V = PackWords<T, VEC>;
+  extern __shared__ float4 interleaved_held[];
+  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
+  const int nt = static_cast<int>(blockDim.x);
+  const int tile = a.tile;
+  const int slots = nt / tile;
+  const int lane = static_cast<int>(threadIdx.x) % tile;
+  const int slot = static_cast<int>(threadIdx.x) / tile;
+  V* const held = reinterpret_cast<V*>(interleaved_held) + threadIdx.x;  // pack k at k * nt
+  V* const held_dy = held + std::int64_t(a.smem_vecs) * nt;
+  const std::int64_t tile_rows = std::int64_t(tile) * VEC;
+  const std::int64_t tiles = (a.inner + tile_rows - 1) / tile_rows;
+  const std::int64_t cols = a.cols;
+  // This thread's packs of a row: elements slot, slot + slots, ...
+  const int packs = slot < cols ? static_cast<int>((cols - 1 - slot) / slots) + 1 : 0;
+  // The first row of this thread's lane in tile b, or -1 past the last
+  // tile and for a lane past the outer row's last row.
+  const auto first_row = [&](std::int64_t b) -> std::int64_t {
+    if (b >= a.rows * tiles) return -1;
+    const std::int64_t i = (b % tiles) * tile_rows + std::int64_t(lane) * VEC;
+    return i < a.inner ? i : -1;
+  };
+  // Issues the copies of tile b's pack k (its element c = slot + k slots).
+  const auto fill = [&](std::int64_t tile_b, std::int64_t row, int k) {
+    const std::int64_t r = tile_b / tiles;
+    const std::int64_t c = slot + std::int64_t(k) * slots;
+    copy_to_shared(held + std::int64_t(k) * nt, reinterpret_cast<const V*>(static_cast<const T*>(a.x) + r * a.x_stride +
+                                                                           c * a.x_col_stride + row));
+    if constexpr (BACKWARD)
+      copy_to_shared(held_dy + std::int64_t(k) * nt,
+                     reinterpret_cast<const V*>(static_cast<const T*>(a.dy) + r * a.dy_stride + c * a.dy_col_stride +
+                                                row));
+  };
+  const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
+
+  std::int64_t b = blockIdx.x;
+  std::int64_t i = first_row(b);
+  if (i >= 0)
+    for (int k = 0; k < packs; ++k) fill(b, i, k);
+  shared_copies_commit();
+  for (; b < a.rows * tiles; b += gridDim.x) {
+    shared_copies_wait<0>();
+    const int n = i >= 0 ? packs : 0;  // a spare lane of the last tile takes part in the barriers only
+    float m[VEC], s[VEC];
+    if constexpr (BACKWARD) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = 0.0f;
+      for (int k = 0; k < n; ++k) {
+        const V y = held[std::int64_t(k) * nt], g = held_dy[std::int64_t(k) * nt];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[e] += backward_term(at(y, e), at(g, e), a.log);
+      }
+      across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+    } else {
+      // The slot's pair (m, s): its max, then the sum shifted by it (by 0
+      // where it has no finite value, so that s stays 0 or NaN).
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        m[e] = kNegInf;
+        s[e] = 0.0f;
+      }
+      for (int k = 0; k < n; ++k) {
+        const V v = held[std::int64_t(k) * nt];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) m[e] = fmaxf(m[e], at(v, e));
+      }
+      float shift[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) shift[e] = m[e] == kNegInf ? 0.0f : m[e];
+      for (int k = 0; k < n; ++k) {
+        const V v = held[std::int64_t(k) * nt];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[e] += exp_shifted(at(v, e), shift[e]);
+      }
+      pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
+    }
+    // The write, refilling each place with the next tile's pack.
+    const std::int64_t r = b / tiles;
+    T* const out = static_cast<T*>(a.out) + r * a.out_stride + (i >= 0 ? i : 0);
+    const std::int64_t next = b + gridDim.x;
+    const std::int64_t next_i = first_row(next);
+    for (int k = 0; k < packs; ++k) {
+      if (k < n) {
+        const V v = held[std::int64_t(k) * nt];
+        const V g = BACKWARD ? held_dy[std::int64_t(k) * nt] : v;
+        const std::int64_t c = slot + std::int64_t(k) * slots;
+        store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>([&](int e) {
+                      if constexpr (BACKWARD)
+                        return backward_value(at(v, e), at(g, e), s[e], a.log);
+                      else
+                        return forward_value(at(v, e), m[e], s[e], s[e], a.log);
+                    }));
+      }
+      if (next_i >= 0) fill(next, next_i, k);
+    }
+    shared_copies_commit();
+    i = next_i;
+  }
+}
+
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_rows, I> = {
     &interleaved_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward>};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_smem, I> = {
+    &interleaved_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.backward>};
 
 }  // namespace duet::DUET_NS::kernels

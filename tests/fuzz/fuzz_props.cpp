@@ -147,7 +147,15 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   FUZZ_CHECK(v.dtype == s.dtype && v.backward == s.backward, ctx);
   const int vec16 = duet::dtype_vec16(s.dtype);
   const bool interleaved = s.inner > 0;
-  FUZZ_CHECK(interleaved == (v.strategy == Strategy::interleaved_rows), ctx);
+  FUZZ_CHECK(interleaved == (duet::family_of(v.strategy).work == duet::WorkUnit::inner_tile), ctx);
+  // A tile held in shared memory only where copies to it are asynchronous
+  // (NVIDIA sm_80+), on packs of rows, every thread's packs in the opt-in.
+  if (v.strategy == Strategy::interleaved_smem) {
+    FUZZ_CHECK(d.vendor == duet::Vendor::nvidia && d.cc_major >= 8 && s.vector_ok, ctx);
+    const std::int64_t slots = p.launch.threads_per_block / (p.rows_per_block / duet::kInterleavedPack);
+    FUZZ_CHECK(std::int64_t(p.smem_vecs) * slots >= s.cols && std::int64_t(p.smem_vecs - 1) * slots < s.cols, ctx);
+    FUZZ_CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= d.smem_per_block_optin, ctx);
+  }
   const bool edges = !interleaved && s.vector_ok && (s.row_edges || s.cols % vec16 != 0);
   const bool split_row = v.strategy == Strategy::split_row;
   if (interleaved)  // packs of rows where the tensors sit on them, never edges
@@ -185,14 +193,16 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (interleaved) {
     // Tiles of whole lanes cover each outer row's inner rows, the lanes'
-    // slots fill the block; registers hold the row or two passes read it.
+    // slots fill the block; registers hold the row, shared memory holds the
+    // tile (interleaved_smem, above) or two passes read it.
     const int lanes = p.rows_per_block / v.vec;
     FUZZ_CHECK(lanes >= 1 && p.rows_per_block % v.vec == 0 && p.launch.threads_per_block % lanes == 0, ctx);
-    FUZZ_CHECK(p.launch.threads_per_block <= duet::interleaved_max_threads(v.vec), ctx);
+    FUZZ_CHECK(p.launch.threads_per_block <= duet::max_threads_per_block(v), ctx);
     FUZZ_CHECK(__int128(p.inner_tiles) * p.rows_per_block >= s.inner, ctx);
     FUZZ_CHECK(__int128(p.inner_tiles - 1) * p.rows_per_block < s.inner, ctx);
     if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
-    FUZZ_CHECK(p.workspace_bytes == 0 && p.launch.dynamic_smem_bytes == 0, ctx);
+    FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) == (v.strategy == Strategy::interleaved_smem), ctx);
     work = launch_rows * p.inner_tiles;
   } else if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of

@@ -55,6 +55,7 @@ namespace duet {
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 // | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
+// | DUET_INTERLEAVED_STASH=0 | interleaved_stash = false | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
   // planner also drops them where the vendor says none of the shape fits).
@@ -83,6 +84,9 @@ struct PlanOptions {
   // The fused operations' stream_row keeps what fits of a row in shared
   // memory between its passes (duet/fused_planner.hpp).
   bool fused_stash = true;
+  // Interleaved rows too long for registers keep their tile in shared
+  // memory (interleaved_smem) where it fits, instead of reading it twice.
+  bool interleaved_stash = true;
 };
 
 // The options the environment asks for (the table above); throws

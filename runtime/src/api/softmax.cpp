@@ -232,7 +232,7 @@ void run(const Device& dev, const SoftmaxCall& c) {
   a.smem_vecs = plan.smem_vecs;
   a.chunks_per_row = plan.chunks_per_row;
   a.chunk_elems = plan.chunk_elems;
-  if (plan.kernel.strategy == Strategy::interleaved_rows) {
+  if (family_of(plan.kernel.strategy).work == WorkUnit::inner_tile) {
     a.inner = c.inner;
     a.x_col_stride = c.x_col_stride;
     a.dy_col_stride = c.dy_col_stride;

@@ -59,6 +59,10 @@ PlanOptions plan_options_from_environment() {
   require(stash.empty() || stash == "0" || stash == "1", Status::invalid_argument,
           "DUET_FUSED_STASH must be 0 or 1, got '" + stash + "'");
   o.fused_stash = stash != "0";
+  const std::string interleaved_stash = env("DUET_INTERLEAVED_STASH");
+  require(interleaved_stash.empty() || interleaved_stash == "0" || interleaved_stash == "1", Status::invalid_argument,
+          "DUET_INTERLEAVED_STASH must be 0 or 1, got '" + interleaved_stash + "'");
+  o.interleaved_stash = interleaved_stash != "0";
   return o;
 }
 

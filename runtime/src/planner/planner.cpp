@@ -171,13 +171,48 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
          out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
 }
 
+// interleaved_smem for interleaved rows past registers, on packs, where the
+// device copies to shared memory asynchronously (NVIDIA sm_80+; on others
+// a thread's copies would wait one by one): blocks of 512 threads, the
+// widest tile from `widest` lanes (a 128-byte line of rows) down to
+// `narrowest` (a 32-byte sector) whose packs fit the opt-in beside the
+// kernel's scratch.
+bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
+                           const AttributeSource& attributes, Plan& out) {
+  if (!s.vector_ok || !s.options.interleaved_stash || dev.vendor != Vendor::nvidia || dev.cc_major < 8) return false;
+  const Variant variant{Strategy::interleaved_smem, s.dtype, s.backward, kInterleavedPack, 0, 0, 1, false};
+  const int threads = kInterleavedSmemThreads;
+  for (int tile = widest; tile >= narrowest; tile /= 2) {
+    const int slots = threads / tile;
+    const std::int64_t held = ceil_div(s.cols, slots);  // packs a thread holds of each tensor
+    const std::int64_t bytes = held * threads * kInterleavedPack * dtype_size(s.dtype) * (s.backward ? 2 : 1);
+    if (bytes > dev.smem_per_block_optin) continue;
+    Plan plan = make_plan(dev, s, variant, threads, static_cast<int>(held), attributes);
+    if (plan.exact.blocks_per_sm < 1 ||
+        plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes > dev.smem_per_block_optin)
+      continue;
+    plan.rows_per_block = tile * kInterleavedPack;
+    plan.inner_tiles = ceil_div(s.inner, plan.rows_per_block);
+    plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past registers: tiles of " +
+               std::to_string(plan.rows_per_block) + " rows (" + std::to_string(tile) + " lanes of " +
+               std::to_string(kInterleavedPack) + "-row packs), " + std::to_string(slots) + " threads a row, " +
+               std::to_string(held) + " packs a thread" + (s.backward ? " of each tensor" : "") +
+               " in shared memory (" + std::to_string(plan.launch.dynamic_smem_bytes) +
+               " B), read once, the next tile's copies under this one's writes";
+    out = std::move(plan);
+    return true;
+  }
+  return false;
+}
+
 // interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
 // of its lane in registers where the slots that needs fit a block beside a
 // tile of at least 128 bytes of rows (a line); the block then takes as
 // many lanes as fit, up to 32, so that each SM has many loads in flight.
-// Else the two-pass kernel: a 128-byte tile and the most slots, the tile
+// Else interleaved_smem where its tile fits shared memory, else the
+// two-pass kernel: a 128-byte tile and the most slots, the tile
 // halved (down to 32 bytes, one sector) while the tiles resident at once
 // span more than half the L2, so that the second pass finds them there.
 // Fewer lanes where an outer row has fewer rows.
@@ -202,10 +237,14 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   } else {
     slots = slots_for(s.cols, tile);
   }
+  const int min_tile = std::max(32 / (elem * vec), 1);
+  if (vpt == 0) {
+    Plan held;
+    if (plan_interleaved_smem(dev, s, line_lanes, std::min(min_tile, line_lanes), attributes, held)) return held;
+  }
   Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
                         tile * slots, 0, attributes);
   if (vpt == 0 && dev.is_gpu() && dev.l2_bytes > 0) {
-    const int min_tile = std::max(32 / (elem * vec), 1);
     const auto span = [&](const Plan& p, int t) {  // in 128 bits: a property file may hold any SM count
       return __int128(p.resident_blocks) * t * vec * s.cols * elem * (s.backward ? 2 : 1);
     };
