@@ -288,6 +288,7 @@ inline constexpr std::array<P, 6> kPackVpt{P::vec, P::vpt, P::backward, P::edges
 inline constexpr std::array<P, 6> kPackVptForward{P::vec, P::vpt, P::edges};
 inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
 inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward};
+inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
@@ -311,7 +312,7 @@ inline constexpr std::array<FamilyInfo, 10> kFamilies{{
      false, LayoutRule::interleaved},
     {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,
      kClusterRowSmemThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
-    {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackVptNoEdges, kInterleavedSmemThreads,
+    {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackDirection, kInterleavedSmemThreads,
      kInterleavedSmemThreads, WorkUnit::inner_tile, false, false, false, false, LayoutRule::interleaved},
 }};
 static_assert([] {

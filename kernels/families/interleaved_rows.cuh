@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
 // value, so the read has returned), so the next tile's reads are in flight
 // while this one is written.
 template <class T, int VEC, bool BACKWARD>
-__global__ void __launch_bounds__(kInterleavedSmemThreads, 1) interleaved_smem_kernel(SoftmaxArgs a) {
+__global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
   using V = PackWords<T, VEC>;
   extern __shared__ float4 interleaved_held[];
   __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];

@@ -173,36 +173,42 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 
 // interleaved_smem for interleaved rows past registers, on packs, where the
 // device copies to shared memory asynchronously (NVIDIA sm_80+; on others
-// a thread's copies would wait one by one): blocks of 512 threads, the
+// a thread's copies would wait one by one): blocks of 512 threads and the
 // widest tile from `widest` lanes (a 128-byte line of rows) down to
 // `narrowest` (a 32-byte sector) whose packs fit the opt-in beside the
-// kernel's scratch.
+// kernel's scratch; a narrower tile, down to half a line, where that one
+// gives two blocks an SM and the widest one: with one, nothing else runs
+// while a block waits for its tile or reduces it (bench/NOTES.md v50).
 bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
                            const AttributeSource& attributes, Plan& out) {
   if (!s.vector_ok || !s.options.interleaved_stash || dev.vendor != Vendor::nvidia || dev.cc_major < 8) return false;
   const Variant variant{Strategy::interleaved_smem, s.dtype, s.backward, kInterleavedPack, 0, 0, 1, false};
   const int threads = kInterleavedSmemThreads;
+  const int pack_bytes = kInterleavedPack * dtype_size(s.dtype);
+  bool found = false;
   for (int tile = widest; tile >= narrowest; tile /= 2) {
+    if (found && (out.exact.blocks_per_sm >= 2 || tile * pack_bytes < 64)) break;
     const int slots = threads / tile;
     const std::int64_t held = ceil_div(s.cols, slots);  // packs a thread holds of each tensor
-    const std::int64_t bytes = held * threads * kInterleavedPack * dtype_size(s.dtype) * (s.backward ? 2 : 1);
-    if (bytes > dev.smem_per_block_optin) continue;
+    if (held * threads * pack_bytes * (s.backward ? 2 : 1) > dev.smem_per_block_optin) continue;
     Plan plan = make_plan(dev, s, variant, threads, static_cast<int>(held), attributes);
     if (plan.exact.blocks_per_sm < 1 ||
         plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes > dev.smem_per_block_optin)
       continue;
+    if (found && plan.exact.blocks_per_sm < 2) continue;  // narrower only for a second block
     plan.rows_per_block = tile * kInterleavedPack;
     plan.inner_tiles = ceil_div(s.inner, plan.rows_per_block);
     plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past registers: tiles of " +
                std::to_string(plan.rows_per_block) + " rows (" + std::to_string(tile) + " lanes of " +
                std::to_string(kInterleavedPack) + "-row packs), " + std::to_string(slots) + " threads a row, " +
                std::to_string(held) + " packs a thread" + (s.backward ? " of each tensor" : "") +
-               " in shared memory (" + std::to_string(plan.launch.dynamic_smem_bytes) +
-               " B), read once, the next tile's copies under this one's writes";
+               " in shared memory (" + std::to_string(plan.launch.dynamic_smem_bytes) + " B, " +
+               std::to_string(plan.exact.blocks_per_sm) + (plan.exact.blocks_per_sm == 1 ? " block" : " blocks") +
+               " an SM), read once, the next tile's copies under this one's writes";
     out = std::move(plan);
-    return true;
+    found = true;
   }
-  return false;
+  return found;
 }
 
 // interleaved_rows: lanes of packs of four neighbouring rows where every
