@@ -51,6 +51,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="path prefix of the .json and .png")
     ap.add_argument("--mbytes", type=int, default=256)
+    ap.add_argument("--only", action="append", default=[],
+                    help="run the shapes whose label contains this text (repeatable; default: all)")
     ap.add_argument("--commit", help="the revision measured (default: git rev-parse of this checkout)")
     args = ap.parse_args()
     found = {}
@@ -62,6 +64,8 @@ def main():
            "copy_GBps": ceiling, **found, "points": []}
     for dt_name, dtype in DTYPES.items():
         for label, rest, dim in SHAPES:
+            if args.only and not any(o in label for o in args.only):
+                continue
             shape = full_shape(rest, dtype, args.mbytes << 20)
             xs = [torch.randn(shape, device="cuda").mul_(3).to(dtype) for _ in range(2)]
             gs = [torch.randn(shape, device="cuda").to(dtype) for _ in range(2)]
