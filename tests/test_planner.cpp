@@ -902,7 +902,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
     }
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
-                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH"})
+                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
+                           "DUET_INTERLEAVED_TILE"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -928,10 +929,12 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
   CHECK(!with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash);
+  CHECK(none.interleaved_tile_bytes == 0);
+  CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
                          Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"},
-                         Var{"DUET_INTERLEAVED_STASH", "no"}}) {
+                         Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"}}) {
     INFO(bad.name, "=", bad.value);
     try {
       (void)with_env({bad});
@@ -1008,8 +1011,9 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             const Plan p = plan(rows, cols, inner, dt, bwd, packs);
             // The tile in shared memory only on the H100 (asynchronous
             // copies), on packs, past registers, where a 32-byte tile fits:
-            // 4096 x 32 bytes forward; backward (two tensors) it does not.
-            const bool held = d.vendor == Vendor::nvidia && packs && cols == 4096 && !bwd;
+            // 300 elements; 4096 x 32 bytes forward, backward (two tensors)
+            // not; 100000 not.
+            const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || (cols == 4096 && !bwd));
             CHECK(p.kernel.strategy == (held ? Strategy::interleaved_smem : Strategy::interleaved_rows));
             CHECK(p.kernel.vec == (packs ? kInterleavedPack : 1));
             const int lanes = p.rows_per_block / p.kernel.vec;
@@ -1022,14 +1026,35 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             if (p.kernel.vpt > 0) CHECK(slots * p.kernel.vpt >= cols);
             if (cols >= 4096) CHECK(p.kernel.vpt == 0);
             if (held) {
-              CHECK(p.rows_per_block * dtype_size(dt) == 32);
               CHECK(std::int64_t(p.smem_vecs) * slots >= cols);
-              CHECK(p.launch.dynamic_smem_bytes == 4096 * 32);
+              CHECK(std::int64_t(p.smem_vecs - 1) * slots < cols);
+              if (cols == 4096) {  // a sector of rows, one block an SM
+                CHECK(p.rows_per_block * dtype_size(dt) == 32);
+                CHECK(p.launch.dynamic_smem_bytes == 4096 * 32);
+                CHECK(p.exact.blocks_per_sm == 1);
+              } else {  // a line of rows, two blocks an SM
+                CHECK(p.rows_per_block * dtype_size(dt) == 128);
+                CHECK(p.exact.blocks_per_sm == 2);
+              }
               CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= d.smem_per_block_optin);
             }
             CHECK(p.exact.blocks_per_sm >= 1);
             CHECK(p.geometry.grid >= 1);
             CHECK(p.geometry.grid <= rows * p.inner_tiles);
           }
+    // DUET_INTERLEAVED_TILE: the tile's width in bytes where it fits (16
+    // bytes of a 4096-row column: two blocks an SM), else the planner's.
+    if (d.vendor != Vendor::nvidia) continue;
+    for (auto [bytes, cols, want_bytes] : {std::tuple{16, 4096, 16}, std::tuple{128, 4096, 32},
+                                           std::tuple{64, 300, 64}}) {
+      INFO("tile ", bytes, " bytes, ", cols);
+      SoftmaxShape s{DType::f32, false, 1, cols, true};
+      s.inner = 16384;
+      s.options.interleaved_tile_bytes = bytes;
+      const Plan p = plan_softmax(d, s, recorded(d));
+      CHECK(p.kernel.strategy == Strategy::interleaved_smem);
+      CHECK(p.rows_per_block * 4 == want_bytes);
+      if (bytes == 16) CHECK(p.exact.blocks_per_sm == 2);
+    }
   }
 }

@@ -63,6 +63,13 @@ PlanOptions plan_options_from_environment() {
   require(interleaved_stash.empty() || interleaved_stash == "0" || interleaved_stash == "1", Status::invalid_argument,
           "DUET_INTERLEAVED_STASH must be 0 or 1, got '" + interleaved_stash + "'");
   o.interleaved_stash = interleaved_stash != "0";
+  const std::string tile = env("DUET_INTERLEAVED_TILE");
+  if (!tile.empty()) {
+    for (int bytes : {16, 32, 64, 128})
+      if (tile == std::to_string(bytes)) o.interleaved_tile_bytes = bytes;
+    require(o.interleaved_tile_bytes > 0, Status::invalid_argument,
+            "DUET_INTERLEAVED_TILE must be 16, 32, 64 or 128, got '" + tile + "'");
+  }
   return o;
 }
 

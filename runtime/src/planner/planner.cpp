@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -185,17 +186,15 @@ bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int wi
   const Variant variant{Strategy::interleaved_smem, s.dtype, s.backward, kInterleavedPack, 0, 0, 1, false};
   const int threads = kInterleavedSmemThreads;
   const int pack_bytes = kInterleavedPack * dtype_size(s.dtype);
-  bool found = false;
-  for (int tile = widest; tile >= narrowest; tile /= 2) {
-    if (found && (out.exact.blocks_per_sm >= 2 || tile * pack_bytes < 64)) break;
+  // The plan for tiles of `tile` lanes, or none where its packs do not fit.
+  const auto tile_plan = [&](int tile) -> std::optional<Plan> {
     const int slots = threads / tile;
     const std::int64_t held = ceil_div(s.cols, slots);  // packs a thread holds of each tensor
-    if (held * threads * pack_bytes * (s.backward ? 2 : 1) > dev.smem_per_block_optin) continue;
+    if (held * threads * pack_bytes * (s.backward ? 2 : 1) > dev.smem_per_block_optin) return std::nullopt;
     Plan plan = make_plan(dev, s, variant, threads, static_cast<int>(held), attributes);
     if (plan.exact.blocks_per_sm < 1 ||
         plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes > dev.smem_per_block_optin)
-      continue;
-    if (found && plan.exact.blocks_per_sm < 2) continue;  // narrower only for a second block
+      return std::nullopt;
     plan.rows_per_block = tile * kInterleavedPack;
     plan.inner_tiles = ceil_div(s.inner, plan.rows_per_block);
     plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past registers: tiles of " +
@@ -205,10 +204,18 @@ bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int wi
                " in shared memory (" + std::to_string(plan.launch.dynamic_smem_bytes) + " B, " +
                std::to_string(plan.exact.blocks_per_sm) + (plan.exact.blocks_per_sm == 1 ? " block" : " blocks") +
                " an SM), read once, the next tile's copies under this one's writes";
-    out = std::move(plan);
-    found = true;
-  }
-  return found;
+    return plan;
+  };
+  std::optional<Plan> chosen;
+  if (const int forced = s.options.interleaved_tile_bytes / pack_bytes; forced >= 1 && forced <= 32)
+    if ((chosen = tile_plan(forced))) chosen->why += " (DUET_INTERLEAVED_TILE)";
+  for (int tile = widest; !chosen && tile >= narrowest; tile /= 2) chosen = tile_plan(tile);
+  if (!chosen) return false;
+  for (int tile = chosen->rows_per_block / kInterleavedPack / 2;
+       chosen->exact.blocks_per_sm < 2 && s.options.interleaved_tile_bytes == 0 && tile * pack_bytes >= 64; tile /= 2)
+    if (auto two = tile_plan(tile); two && two->exact.blocks_per_sm >= 2) chosen = std::move(two);
+  out = std::move(*chosen);
+  return true;
 }
 
 // interleaved_rows: lanes of packs of four neighbouring rows where every
