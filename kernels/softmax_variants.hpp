@@ -59,6 +59,10 @@ enum class Strategy : int {
   // keeps its tile in dynamic shared memory, read once, and the next tile's
   // copies are in flight while this one is written.
   interleaved_smem = 9,
+  // interleaved_smem for tiles too tall for one block: a cluster's blocks
+  // (sm_90+) split the tile's rows, exchanging their partial pairs through
+  // distributed shared memory.
+  interleaved_cluster = 10,
 };
 
 struct Variant {
@@ -221,6 +225,9 @@ constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
 // interleaved_smem: blocks of 512 threads holding a tile of packs of rows in
 // shared memory, copied there by cp.async where the device has it (sm_80+).
 inline constexpr int kInterleavedSmemThreads = 512;
+// The most lanes an interleaved_smem or interleaved_cluster tile has (its
+// planner's widest: a 128-byte line of rows, 16 lanes of 16-bit packs).
+inline constexpr int kInterleavedLanesMax = 32;
 // Whether interleaved rows (SoftmaxCall::inner) sit on packs of
 // kInterleavedPack elements in every tensor: pointers on a pack, inner
 // rows, col strides and strides whole packs, so a lane reads a pack of
@@ -292,7 +299,7 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 10> kFamilies{{
+inline constexpr std::array<FamilyInfo, 11> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -314,6 +321,9 @@ inline constexpr std::array<FamilyInfo, 10> kFamilies{{
      kClusterRowSmemThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
     {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackDirection, kInterleavedSmemThreads,
      kInterleavedSmemThreads, WorkUnit::inner_tile, false, false, false, false, LayoutRule::interleaved},
+    {Strategy::interleaved_cluster, "interleaved_cluster", false, family_params::kPackDirection,
+     kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, true, true, false, false,
+     LayoutRule::interleaved},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kFamilies.size(); ++i)
@@ -359,7 +369,8 @@ constexpr void for_each_variant(F&& f) {
             f(Variant{Strategy::interleaved_rows, dt, back, path == Path::scalar ? 1 : kInterleavedPack, 0, vpt, 1,
                       false});
         if (path == Path::vector)  // packs of rows
-          f(Variant{Strategy::interleaved_smem, dt, back, kInterleavedPack, 0, 0, 1, false});
+          for (Strategy held : {Strategy::interleaved_smem, Strategy::interleaved_cluster})
+            f(Variant{held, dt, back, kInterleavedPack, 0, 0, 1, false});
       }
 }
 

@@ -1010,11 +1010,14 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
                  inner);
             const Plan p = plan(rows, cols, inner, dt, bwd, packs);
             // The tile in shared memory only on the H100 (asynchronous
-            // copies), on packs, past registers, where a 32-byte tile fits:
-            // 300 elements; 4096 x 32 bytes forward, backward (two tensors)
-            // not; 100000 not.
-            const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || (cols == 4096 && !bwd));
-            CHECK(p.kernel.strategy == (held ? Strategy::interleaved_smem : Strategy::interleaved_rows));
+            // copies), on packs, past registers: 300 elements in one
+            // block; 4096 over a cluster (8 blocks, backward's two tensors
+            // 16) for two blocks an SM at a line's width; 100000 not.
+            const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || cols == 4096);
+            const Strategy want = !held         ? Strategy::interleaved_rows
+                                  : cols == 300 ? Strategy::interleaved_smem
+                                                : Strategy::interleaved_cluster;
+            CHECK(p.kernel.strategy == want);
             CHECK(p.kernel.vec == (packs ? kInterleavedPack : 1));
             const int lanes = p.rows_per_block / p.kernel.vec;
             CHECK(p.inner_tiles * p.rows_per_block >= inner);
@@ -1026,24 +1029,34 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             if (p.kernel.vpt > 0) CHECK(slots * p.kernel.vpt >= cols);
             if (cols >= 4096) CHECK(p.kernel.vpt == 0);
             if (held) {
-              CHECK(std::int64_t(p.smem_vecs) * slots >= cols);
-              CHECK(std::int64_t(p.smem_vecs - 1) * slots < cols);
-              if (cols == 4096) {  // a sector of rows, one block an SM
-                CHECK(p.rows_per_block * dtype_size(dt) == 32);
-                CHECK(p.launch.dynamic_smem_bytes == 4096 * 32);
-                CHECK(p.exact.blocks_per_sm == 1);
-              } else {  // a line of rows, two blocks an SM
-                CHECK(p.rows_per_block * dtype_size(dt) == 128);
-                CHECK(p.exact.blocks_per_sm == 2);
-              }
+              const int blocks = cols == 4096 ? (bwd ? 16 : 8) : 1;
+              CHECK(p.chunks_per_row == (blocks > 1 ? blocks : 0));
+              CHECK(std::int64_t(p.smem_vecs) * slots * blocks >= cols);
+              CHECK(std::int64_t(p.smem_vecs - 1) * slots * blocks < cols);
+              // A line of rows, two blocks an SM.
+              CHECK(p.rows_per_block * dtype_size(dt) == 128);
+              CHECK(p.exact.blocks_per_sm == 2);
+              if (blocks > 1) CHECK(p.launch.dynamic_smem_bytes == 4096 * 128 / blocks * (bwd ? 2 : 1));
+              CHECK(p.geometry.grid % std::max(p.chunks_per_row, 1) == 0);
               CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= d.smem_per_block_optin);
             }
             CHECK(p.exact.blocks_per_sm >= 1);
             CHECK(p.geometry.grid >= 1);
             CHECK(p.geometry.grid <= rows * p.inner_tiles);
           }
-    // DUET_INTERLEAVED_TILE: the tile's width in bytes where it fits (16
-    // bytes of a 4096-row column: two blocks an SM), else the planner's.
+    // Without clusters, 4096 rows forward take a sector-wide tile in one
+    // block; DUET_INTERLEAVED_TILE: the tile's width in bytes where it fits
+    // (16 bytes of a 4096-row column: two blocks an SM), else the widest
+    // that fits, in one block.
+    {
+      SoftmaxShape s{DType::f32, false, 1, 4096, true};
+      s.inner = 16384;
+      s.options.allow_clusters = false;
+      const Plan p = plan_softmax(d, s, recorded(d));
+      CHECK(p.kernel.strategy == Strategy::interleaved_smem);
+      CHECK(p.rows_per_block * 4 == 32);
+      CHECK(p.exact.blocks_per_sm == 1);
+    }
     if (d.vendor != Vendor::nvidia) continue;
     for (auto [bytes, cols, want_bytes] : {std::tuple{16, 4096, 16}, std::tuple{128, 4096, 32},
                                            std::tuple{64, 300, 64}}) {

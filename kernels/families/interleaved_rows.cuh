@@ -251,32 +251,48 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
 
 // interleaved_smem: the same tiles for rows too long for registers, each
 // held in dynamic shared memory so that it is read once. Thread t keeps
-// its packs k = 0, 1, ... (elements slot + k slots of its lane's rows) at
-// k * blockDim + t, a warp's packs adjacent (backward: y's, then dy's
-// after a.smem_vecs of them). Only the thread that copied a pack reads it,
-// so the packs need no barrier, only this thread's wait for its copies.
+// its packs k = 0, 1, ... at k * blockDim + t, a warp's packs adjacent
+// (backward: y's, then dy's after a.smem_vecs of them). Only the thread
+// that copied a pack reads it, so the packs need no barrier, only this
+// thread's wait for its copies.
 // A tile: wait for its copies, the slot's statistics from shared memory,
 // the tree over the slots, then the write, each pack's place refilled with
 // the next tile's pack right after its value is stored (the store used the
 // value, so the read has returned), so the next tile's reads are in flight
 // while this one is written.
-template <class T, int VEC, bool BACKWARD>
-__global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
+// interleaved_cluster (CLUSTER, sm_90+): a tile too tall for one block's
+// shared memory cut over a cluster of a.chunks_per_row blocks, as slots of
+// the cluster: block r's slot s is the cluster's slot r * slots + s, its
+// packs elements r * slots + s + k * (cluster's slots). After the tree each
+// block's lane leaders publish their rows' pairs in their shared memory,
+// one cluster barrier, and each reads every block's pairs (distributed
+// shared memory), two buffers by tile parity so that one barrier a tile
+// suffices.
+struct InterleavedClusterShared {
+  float2 published[2][kInterleavedLanesMax * kInterleavedPack];  // this block's pairs, by tile parity
+  float2 combined[kInterleavedLanesMax * kInterleavedPack];       // the cluster's, for the block's threads
+};
+
+template <class T, int VEC, bool BACKWARD, bool CLUSTER>
+__device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, float4* dynamic_smem, float* scratch,
+                                                      InterleavedClusterShared* shared) {
   using V = PackWords<T, VEC>;
-  extern __shared__ float4 interleaved_held[];
-  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
   const int nt = static_cast<int>(blockDim.x);
   const int tile = a.tile;
   const int slots = nt / tile;
   const int lane = static_cast<int>(threadIdx.x) % tile;
   const int slot = static_cast<int>(threadIdx.x) / tile;
-  V* const held = reinterpret_cast<V*>(interleaved_held) + threadIdx.x;  // pack k at k * nt
+  const int blocks = CLUSTER ? a.chunks_per_row : 1;  // the cluster's size: its blocks take one tile
+  const int rank = CLUSTER ? static_cast<int>(blockIdx.x) % blocks : 0;
+  const std::int64_t first_tile = blockIdx.x / blocks, tile_step = gridDim.x / blocks;
+  const std::int64_t cslot = std::int64_t(rank) * slots + slot, cslots = std::int64_t(blocks) * slots;
+  V* const held = reinterpret_cast<V*>(dynamic_smem) + threadIdx.x;  // pack k at k * nt
   V* const held_dy = held + std::int64_t(a.smem_vecs) * nt;
   const std::int64_t tile_rows = std::int64_t(tile) * VEC;
   const std::int64_t tiles = (a.inner + tile_rows - 1) / tile_rows;
   const std::int64_t cols = a.cols;
-  // This thread's packs of a row: elements slot, slot + slots, ...
-  const int packs = slot < cols ? static_cast<int>((cols - 1 - slot) / slots) + 1 : 0;
+  // This thread's packs of a row: elements cslot, cslot + cslots, ...
+  const int packs = cslot < cols ? static_cast<int>((cols - 1 - cslot) / cslots) + 1 : 0;
   // The first row of this thread's lane in tile b, or -1 past the last
   // tile and for a lane past the outer row's last row.
   const auto first_row = [&](std::int64_t b) -> std::int64_t {
@@ -284,10 +300,10 @@ __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_k
     const std::int64_t i = (b % tiles) * tile_rows + std::int64_t(lane) * VEC;
     return i < a.inner ? i : -1;
   };
-  // Issues the copies of tile b's pack k (its element c = slot + k slots).
+  // Issues the copies of tile b's pack k (its element c = cslot + k cslots).
   const auto fill = [&](std::int64_t tile_b, std::int64_t row, int k) {
     const std::int64_t r = tile_b / tiles;
-    const std::int64_t c = slot + std::int64_t(k) * slots;
+    const std::int64_t c = cslot + std::int64_t(k) * cslots;
     copy_to_shared(held + std::int64_t(k) * nt, reinterpret_cast<const V*>(static_cast<const T*>(a.x) + r * a.x_stride +
                                                                            c * a.x_col_stride + row));
     if constexpr (BACKWARD)
@@ -297,18 +313,22 @@ __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_k
   };
   const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
 
-  std::int64_t b = blockIdx.x;
+  std::int64_t b = first_tile;
   std::int64_t i = first_row(b);
   if (i >= 0)
     for (int k = 0; k < packs; ++k) fill(b, i, k);
   shared_copies_commit();
-  for (; b < a.rows * tiles; b += gridDim.x) {
+  int parity = 0;
+  for (; b < a.rows * tiles; b += tile_step, parity ^= 1) {
     shared_copies_wait<0>();
     const int n = i >= 0 ? packs : 0;  // a spare lane of the last tile takes part in the barriers only
     float m[VEC], s[VEC];
     if constexpr (BACKWARD) {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) s[e] = 0.0f;
+      for (int e = 0; e < VEC; ++e) {
+        m[e] = 0.0f;  // the cluster's exchange adds the sums alone
+        s[e] = 0.0f;
+      }
       for (int k = 0; k < n; ++k) {
         const V y = held[std::int64_t(k) * nt], g = held_dy[std::int64_t(k) * nt];
 #pragma unroll
@@ -337,19 +357,57 @@ __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_k
         for (int e = 0; e < VEC; ++e) s[e] += exp_shifted(at(v, e), shift[e]);
       }
       pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
+    }
+#if DUET_DEVICE_CLUSTERS
+    if constexpr (CLUSTER) {
+      auto cluster = cooperative_groups::this_cluster();
+      if (slot == 0)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) shared->published[parity][lane * VEC + e] = make_float2(m[e], s[e]);
+      cluster.sync();
+      if (slot == 0) {
+        float2 all[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) all[e] = make_float2(BACKWARD ? 0.0f : kNegInf, 0.0f);
+        for (int r = 0; r < blocks; ++r) {
+          const float2* theirs = cluster.map_shared_rank(&shared->published[parity][lane * VEC], r);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float2 p = theirs[e];
+            if constexpr (BACKWARD) {
+              all[e].y += p.y;
+            } else {
+              const float row_m = fmaxf(all[e].x, p.x);
+              all[e].y = rescale(all[e].y, all[e].x, row_m) + rescale(p.y, p.x, row_m);
+              all[e].x = row_m;
+            }
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) shared->combined[lane * VEC + e] = all[e];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        m[e] = shared->combined[lane * VEC + e].x;
+        s[e] = shared->combined[lane * VEC + e].y;
+      }
+    }
+#endif  // DUET_DEVICE_CLUSTERS
+    if constexpr (!BACKWARD) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
     }
     // The write, refilling each place with the next tile's pack.
     const std::int64_t r = b / tiles;
     T* const out = static_cast<T*>(a.out) + r * a.out_stride + (i >= 0 ? i : 0);
-    const std::int64_t next = b + gridDim.x;
+    const std::int64_t next = b + tile_step;
     const std::int64_t next_i = first_row(next);
     for (int k = 0; k < packs; ++k) {
       if (k < n) {
         const V v = held[std::int64_t(k) * nt];
         const V g = BACKWARD ? held_dy[std::int64_t(k) * nt] : v;
-        const std::int64_t c = slot + std::int64_t(k) * slots;
+        const std::int64_t c = cslot + std::int64_t(k) * cslots;
         store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>([&](int e) {
                       if constexpr (BACKWARD)
                         return backward_value(at(v, e), at(g, e), s[e], a.log);
@@ -362,6 +420,32 @@ __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_k
     shared_copies_commit();
     i = next_i;
   }
+#if DUET_DEVICE_CLUSTERS
+  // No block leaves while a peer may still read its shared memory.
+  if constexpr (CLUSTER) cooperative_groups::this_cluster().sync();
+#endif
+}
+
+// Two blocks an SM: at most 64 registers a thread (56-64, no spills, ptxas
+// -v sm_90), so that one block's wait and reduction run under the other's
+// memory traffic (bench/NOTES.md v50).
+template <class T, int VEC, bool BACKWARD>
+__global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
+  extern __shared__ float4 interleaved_held[];
+  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
+  interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, scratch, nullptr);
+}
+
+template <class T, int VEC, bool BACKWARD>
+__global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_cluster_kernel(SoftmaxArgs a) {
+#if DUET_DEVICE_CLUSTERS
+  extern __shared__ float4 interleaved_held[];
+  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
+  __shared__ InterleavedClusterShared shared;
+  interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, scratch, &shared);
+#else
+  (void)a;
+#endif  // DUET_DEVICE_CLUSTERS
 }
 
 template <int I>
@@ -370,5 +454,8 @@ inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_rows, I> = {
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_smem, I> = {
     &interleaved_smem_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.backward>};
+template <int I>
+inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_cluster, I> = {
+    &interleaved_cluster_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.backward>};
 
 }  // namespace duet::DUET_NS::kernels

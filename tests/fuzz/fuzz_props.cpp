@@ -150,9 +150,17 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   FUZZ_CHECK(interleaved == (duet::family_of(v.strategy).work == duet::WorkUnit::inner_tile), ctx);
   // A tile held in shared memory only where copies to it are asynchronous
   // (NVIDIA sm_80+), on packs of rows, every thread's packs in the opt-in.
-  if (v.strategy == Strategy::interleaved_smem) {
+  // interleaved_cluster: the same over 2..16 blocks of a cluster, each with
+  // its share of the tile's rows, on devices that launch clusters.
+  if (v.strategy == Strategy::interleaved_smem || v.strategy == Strategy::interleaved_cluster) {
     FUZZ_CHECK(d.vendor == duet::Vendor::nvidia && d.cc_major >= 8 && s.vector_ok, ctx);
-    const std::int64_t slots = p.launch.threads_per_block / (p.rows_per_block / duet::kInterleavedPack);
+    const bool in_cluster = v.strategy == Strategy::interleaved_cluster;
+    FUZZ_CHECK(!in_cluster || (d.cluster_launch && s.options.allow_clusters && p.chunks_per_row >= 2 &&
+                               p.chunks_per_row <= duet::kMaxClusterBlocks),
+               ctx);
+    const std::int64_t lanes = p.rows_per_block / duet::kInterleavedPack;
+    FUZZ_CHECK(lanes >= 1 && lanes <= duet::kInterleavedLanesMax, ctx);
+    const std::int64_t slots = p.launch.threads_per_block / lanes * (in_cluster ? p.chunks_per_row : 1);
     FUZZ_CHECK(std::int64_t(p.smem_vecs) * slots >= s.cols && std::int64_t(p.smem_vecs - 1) * slots < s.cols, ctx);
     FUZZ_CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= d.smem_per_block_optin, ctx);
   }
@@ -202,8 +210,10 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(__int128(p.inner_tiles - 1) * p.rows_per_block < s.inner, ctx);
     if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
     FUZZ_CHECK(p.workspace_bytes == 0, ctx);
-    FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) == (v.strategy == Strategy::interleaved_smem), ctx);
-    work = launch_rows * p.inner_tiles;
+    FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) ==
+                   (v.strategy == Strategy::interleaved_smem || v.strategy == Strategy::interleaved_cluster),
+               ctx);
+    work = launch_rows * p.inner_tiles * (cluster ? p.chunks_per_row : 1);
   } else if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
     // threads/group rows.

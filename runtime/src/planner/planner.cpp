@@ -177,19 +177,24 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // a thread's copies would wait one by one): blocks of 512 threads and the
 // widest tile from `widest` lanes (a 128-byte line of rows) down to
 // `narrowest` (a 32-byte sector) whose packs fit the opt-in beside the
-// kernel's scratch; a narrower tile, down to half a line, where that one
-// gives two blocks an SM and the widest one: with one, nothing else runs
-// while a block waits for its tile or reduces it (bench/NOTES.md v50).
+// kernel's scratch. Where that gives one block an SM (nothing else runs
+// while a block waits for its tile or reduces it), a second block: the
+// line-wide tile over the fewest blocks of a cluster (interleaved_cluster,
+// sm_90+) that give two, else a narrower tile, down to half a line, that
+// does (narrower ones read lines far apart a sector at a time: 2-4x slower;
+// bench/NOTES.md v50).
 bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
                            const AttributeSource& attributes, Plan& out) {
   if (!s.vector_ok || !s.options.interleaved_stash || dev.vendor != Vendor::nvidia || dev.cc_major < 8) return false;
-  const Variant variant{Strategy::interleaved_smem, s.dtype, s.backward, kInterleavedPack, 0, 0, 1, false};
   const int threads = kInterleavedSmemThreads;
   const int pack_bytes = kInterleavedPack * dtype_size(s.dtype);
-  // The plan for tiles of `tile` lanes, or none where its packs do not fit.
-  const auto tile_plan = [&](int tile) -> std::optional<Plan> {
+  // The plan for tiles of `tile` lanes over `blocks` blocks, or none where
+  // its packs do not fit.
+  const auto tile_plan = [&](int tile, int blocks) -> std::optional<Plan> {
+    const Variant variant{blocks > 1 ? Strategy::interleaved_cluster : Strategy::interleaved_smem,
+                          s.dtype, s.backward, kInterleavedPack, 0, 0, 1, false};
     const int slots = threads / tile;
-    const std::int64_t held = ceil_div(s.cols, slots);  // packs a thread holds of each tensor
+    const std::int64_t held = ceil_div(s.cols, std::int64_t(slots) * blocks);  // packs a thread holds of each tensor
     if (held * threads * pack_bytes * (s.backward ? 2 : 1) > dev.smem_per_block_optin) return std::nullopt;
     Plan plan = make_plan(dev, s, variant, threads, static_cast<int>(held), attributes);
     if (plan.exact.blocks_per_sm < 1 ||
@@ -197,23 +202,39 @@ bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int wi
       return std::nullopt;
     plan.rows_per_block = tile * kInterleavedPack;
     plan.inner_tiles = ceil_div(s.inner, plan.rows_per_block);
+    if (blocks > 1) plan.chunks_per_row = blocks;
     plan.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past registers: tiles of " +
                std::to_string(plan.rows_per_block) + " rows (" + std::to_string(tile) + " lanes of " +
-               std::to_string(kInterleavedPack) + "-row packs), " + std::to_string(slots) + " threads a row, " +
-               std::to_string(held) + " packs a thread" + (s.backward ? " of each tensor" : "") +
-               " in shared memory (" + std::to_string(plan.launch.dynamic_smem_bytes) + " B, " +
+               std::to_string(kInterleavedPack) + "-row packs), " +
+               (blocks > 1 ? "a cluster of " + std::to_string(blocks) + " blocks each " : std::string()) +
+               std::to_string(slots) + " threads a row, " + std::to_string(held) + " packs a thread" +
+               (s.backward ? " of each tensor" : "") + " in shared memory (" +
+               std::to_string(plan.launch.dynamic_smem_bytes) + " B a block, " +
                std::to_string(plan.exact.blocks_per_sm) + (plan.exact.blocks_per_sm == 1 ? " block" : " blocks") +
                " an SM), read once, the next tile's copies under this one's writes";
     return plan;
   };
   std::optional<Plan> chosen;
-  if (const int forced = s.options.interleaved_tile_bytes / pack_bytes; forced >= 1 && forced <= 32)
-    if ((chosen = tile_plan(forced))) chosen->why += " (DUET_INTERLEAVED_TILE)";
-  for (int tile = widest; !chosen && tile >= narrowest; tile /= 2) chosen = tile_plan(tile);
+  const int forced = s.options.interleaved_tile_bytes / pack_bytes;
+  if (forced >= 1 && forced <= kInterleavedLanesMax)
+    if ((chosen = tile_plan(forced, 1))) chosen->why += " (DUET_INTERLEAVED_TILE)";
+  for (int tile = widest; !chosen && tile >= narrowest; tile /= 2) chosen = tile_plan(tile, 1);
+  const auto two_an_sm = [](const std::optional<Plan>& p) { return p && p->exact.blocks_per_sm >= 2; };
+  if (!two_an_sm(chosen) && s.options.interleaved_tile_bytes == 0 && dev.cluster_launch && s.options.allow_clusters) {
+    const int most = std::min(s.options.max_cluster_blocks, kMaxClusterBlocks);
+    for (int blocks = std::max(2, s.options.min_cluster_blocks); blocks <= most; blocks *= 2)
+      if (auto c = tile_plan(widest, blocks); two_an_sm(c)) {
+        chosen = std::move(c);
+        break;
+      }
+  }
+  if (chosen && !two_an_sm(chosen) && s.options.interleaved_tile_bytes == 0)
+    for (int tile = chosen->rows_per_block / kInterleavedPack / 2; tile * pack_bytes >= 64; tile /= 2)
+      if (auto two = tile_plan(tile, 1); two_an_sm(two)) {
+        chosen = std::move(two);
+        break;
+      }
   if (!chosen) return false;
-  for (int tile = chosen->rows_per_block / kInterleavedPack / 2;
-       chosen->exact.blocks_per_sm < 2 && s.options.interleaved_tile_bytes == 0 && tile * pack_bytes >= 64; tile /= 2)
-    if (auto two = tile_plan(tile); two && two->exact.blocks_per_sm >= 2) chosen = std::move(two);
   out = std::move(*chosen);
   return true;
 }
@@ -290,7 +311,8 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
            (chunks > 1 ? " of " + std::to_string(chunks) + " chunks" : std::string());
   });
   const FamilyInfo& family = family_of(p.kernel.strategy);
-  require(family.work != WorkUnit::inner_tile || rows <= kMaxWorkItems / std::max<std::int64_t>(p.inner_tiles, 1),
+  require(family.work != WorkUnit::inner_tile ||
+              rows <= kMaxWorkItems / std::max<std::int64_t>(p.inner_tiles, 1) / chunks,
           Status::invalid_argument, [&] {
             return "rows = " + std::to_string(rows) + " outer rows of " + std::to_string(p.inner_tiles) +
                    " tiles are too many for one launch";
@@ -301,7 +323,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case WorkUnit::row: work = rows; break;
     case WorkUnit::row_chunk: work = rows * p.chunks_per_row; break;
     case WorkUnit::chunk_visit: work = 2 * rows * p.chunks_per_row; break;
-    case WorkUnit::inner_tile: work = rows * p.inner_tiles; break;
+    case WorkUnit::inner_tile: work = rows * p.inner_tiles * chunks; break;  // interleaved_cluster: a tile a cluster
   }
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
