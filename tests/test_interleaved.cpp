@@ -200,10 +200,11 @@ TEST_CASE("interleaved rows: every device, dtype, direction and layout against f
 }
 
 TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passes agree with float64") {
-  // Where a line-wide tile is too tall for one block at two an SM (H100:
-  // 4096 rows of 128 bytes over 8 or 16 blocks, 1000 over 2), a cluster
-  // splits it; without clusters one block holds a narrower tile; without
-  // the stash, two passes.
+  // Where no tile of half a line fits one block (H100: 4096 rows, over 8
+  // or 16 blocks), a cluster splits a line-wide tile; with
+  // DUET_CLUSTER=prefer also where one block holds it at one an SM (1000
+  // rows over 2, 2053 over 4, odd); without clusters one block holds a
+  // narrower tile; without the stash, two passes.
   on_every_device([](const Device& dev) {
     if (!dev.is_gpu()) return;
     const PlanOptions saved = plan_options();
@@ -212,18 +213,22 @@ TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passe
       ~Restore() { set_plan_options(o); }
     } restore{saved};
     const bool clusters = dev.props().cluster_launch;
-    for (int mode = 0; mode < 3; ++mode) {
+    enum Mode { prefer, plain, no_clusters, no_stash };
+    for (Mode mode : {prefer, plain, no_clusters, no_stash}) {
       PlanOptions o = saved;
-      o.allow_clusters = mode == 0;
-      o.interleaved_stash = mode < 2;
+      o.prefer_clusters = mode == prefer;
+      o.allow_clusters = mode != no_clusters;
+      o.interleaved_stash = mode != no_stash;
       set_plan_options(o);
       for (const Shape& s : {Shape{1, 4096, 64}, Shape{2, 1000, 56}, Shape{1, 2053, 32, 8, 4}})
         for (DType dtype : {DType::f32, DType::bf16})
           for (bool backward : {false, true}) {
             const Variant v = run_case(dev, s, dtype, Op::softmax, backward, false);
-            if (mode == 2) CHECK(v.strategy == Strategy::interleaved_rows);
-            if (mode == 1) CHECK(v.strategy != Strategy::interleaved_cluster);
-            if (mode == 0 && clusters && s.cols == 4096) CHECK(v.strategy == Strategy::interleaved_cluster);
+            if (mode == no_stash) CHECK(v.strategy == Strategy::interleaved_rows);
+            if (mode == no_clusters) CHECK(v.strategy != Strategy::interleaved_cluster);
+            if (mode != no_clusters && clusters && s.cols == 4096) CHECK(v.strategy == Strategy::interleaved_cluster);
+            if (mode == prefer && clusters && dtype == DType::f32 && !backward)
+              CHECK(v.strategy == Strategy::interleaved_cluster);
           }
       run_case(dev, {1, 4096, 64}, DType::f32, Op::log_softmax, true, false);
       run_case(dev, {2, 1000, 56}, DType::bf16, Op::log_softmax, false, false, true);  // inf / -inf / NaN rows

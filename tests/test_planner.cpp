@@ -1042,7 +1042,7 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             }
             CHECK(p.exact.blocks_per_sm >= 1);
             CHECK(p.geometry.grid >= 1);
-            CHECK(p.geometry.grid <= rows * p.inner_tiles);
+            CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1));
           }
     // Without clusters, 4096 rows forward take a sector-wide tile in one
     // block; DUET_INTERLEAVED_TILE: the tile's width in bytes where it fits

@@ -265,13 +265,18 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
 // the cluster: block r's slot s is the cluster's slot r * slots + s, its
 // packs elements r * slots + s + k * (cluster's slots). After the tree each
 // block's lane leaders publish their rows' pairs in their shared memory,
-// one cluster barrier, and each reads every block's pairs (distributed
-// shared memory), two buffers by tile parity so that one barrier a tile
+// one cluster barrier, then the block's threads read every block's pairs
+// (distributed shared memory) a pair a thread, and the leaders combine
+// them; two buffers by tile parity, so that one cluster barrier a tile
 // suffices.
 struct InterleavedClusterShared {
   float2 published[2][kInterleavedLanesMax * kInterleavedPack];  // this block's pairs, by tile parity
   float2 combined[kInterleavedLanesMax * kInterleavedPack];       // the cluster's, for the block's threads
 };
+
+// The scratch of the tree over the slots also gathers a cluster's pairs.
+static_assert(2 * kInterleavedSmemThreads >= 2 * kMaxClusterBlocks * kInterleavedLanesMax,
+              "the slots' scratch holds every block's pairs of a cluster");
 
 template <class T, int VEC, bool BACKWARD, bool CLUSTER>
 __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, float4* dynamic_smem, float* scratch,
@@ -361,31 +366,33 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
 #if DUET_DEVICE_CLUSTERS
     if constexpr (CLUSTER) {
       auto cluster = cooperative_groups::this_cluster();
+      const int pairs = tile * VEC;  // a block's pairs: its rows'
       if (slot == 0)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) shared->published[parity][lane * VEC + e] = make_float2(m[e], s[e]);
       cluster.sync();
-      if (slot == 0) {
-        float2 all[VEC];
+      // Every block's pairs gathered into the scratch (free after the
+      // tree), one remote read a thread, all in flight at once.
+      float2* const gathered = reinterpret_cast<float2*>(scratch);
+      for (int t = static_cast<int>(threadIdx.x); t < blocks * pairs; t += nt)
+        gathered[t] = *cluster.map_shared_rank(&shared->published[parity][t % pairs], t / pairs);
+      __syncthreads();
+      if (slot == 0)
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) all[e] = make_float2(BACKWARD ? 0.0f : kNegInf, 0.0f);
-        for (int r = 0; r < blocks; ++r) {
-          const float2* theirs = cluster.map_shared_rank(&shared->published[parity][lane * VEC], r);
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const float2 p = theirs[e];
+        for (int e = 0; e < VEC; ++e) {
+          float2 all = make_float2(BACKWARD ? 0.0f : kNegInf, 0.0f);
+          for (int r = 0; r < blocks; ++r) {
+            const float2 p = gathered[r * pairs + lane * VEC + e];
             if constexpr (BACKWARD) {
-              all[e].y += p.y;
+              all.y += p.y;
             } else {
-              const float row_m = fmaxf(all[e].x, p.x);
-              all[e].y = rescale(all[e].y, all[e].x, row_m) + rescale(p.y, p.x, row_m);
-              all[e].x = row_m;
+              const float row_m = fmaxf(all.x, p.x);
+              all.y = rescale(all.y, all.x, row_m) + rescale(p.y, p.x, row_m);
+              all.x = row_m;
             }
           }
+          shared->combined[lane * VEC + e] = all;
         }
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) shared->combined[lane * VEC + e] = all[e];
-      }
       __syncthreads();
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
@@ -432,7 +439,7 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
 template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 interleaved_held[];
-  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
+  __shared__ alignas(16) float scratch[2 * kInterleavedSmemThreads * VEC];
   interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, scratch, nullptr);
 }
 
@@ -440,7 +447,7 @@ template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_cluster_kernel(SoftmaxArgs a) {
 #if DUET_DEVICE_CLUSTERS
   extern __shared__ float4 interleaved_held[];
-  __shared__ float scratch[2 * kInterleavedSmemThreads * VEC];
+  __shared__ alignas(16) float scratch[2 * kInterleavedSmemThreads * VEC];
   __shared__ InterleavedClusterShared shared;
   interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, scratch, &shared);
 #else

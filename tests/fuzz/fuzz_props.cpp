@@ -276,8 +276,9 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   if (s.rows == 0) {
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
-    // cluster_row(_smem): one wave of whole clusters (at least one cluster).
-    const std::int64_t waves = cluster || stream || p.persistent ? 1 : kMaxWaves;
+    // cluster_row(_smem), split_stream: one wave (FamilyInfo::one_wave);
+    // cluster launches whole clusters (at least one cluster).
+    const std::int64_t waves = duet::family_of(p.kernel.strategy).one_wave || p.persistent ? 1 : kMaxWaves;
     FUZZ_CHECK(p.persistent == s.options.persistent, ctx);
     const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);

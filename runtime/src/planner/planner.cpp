@@ -178,11 +178,14 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // widest tile from `widest` lanes (a 128-byte line of rows) down to
 // `narrowest` (a 32-byte sector) whose packs fit the opt-in beside the
 // kernel's scratch. Where that gives one block an SM (nothing else runs
-// while a block waits for its tile or reduces it), a second block: the
-// line-wide tile over the fewest blocks of a cluster (interleaved_cluster,
-// sm_90+) that give two, else a narrower tile, down to half a line, that
-// does (narrower ones read lines far apart a sector at a time: 2-4x slower;
-// bench/NOTES.md v50).
+// while a block waits for its tile or reduces it), a narrower tile, down
+// to half a line, that gives two (narrower ones read lines far apart a
+// sector at a time: 2-4x slower). Where no tile of half a line fits one
+// block, the line-wide tile over the fewest blocks of a cluster that give
+// two an SM (interleaved_cluster, sm_90+; with DUET_CLUSTER=prefer also
+// where a block holds the tile at one an SM): on the H100 it lost to the
+// half-line tiles (f32 C = 1000 forward 0.71 against 0.89) and led the
+// sector-wide tile and two passes (bench/NOTES.md v50, v51).
 bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
                            const AttributeSource& attributes, Plan& out) {
   if (!s.vector_ok || !s.options.interleaved_stash || dev.vendor != Vendor::nvidia || dev.cc_major < 8) return false;
@@ -220,20 +223,24 @@ bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int wi
     if ((chosen = tile_plan(forced, 1))) chosen->why += " (DUET_INTERLEAVED_TILE)";
   for (int tile = widest; !chosen && tile >= narrowest; tile /= 2) chosen = tile_plan(tile, 1);
   const auto two_an_sm = [](const std::optional<Plan>& p) { return p && p->exact.blocks_per_sm >= 2; };
-  if (!two_an_sm(chosen) && s.options.interleaved_tile_bytes == 0 && dev.cluster_launch && s.options.allow_clusters) {
+  const bool choosing = s.options.interleaved_tile_bytes == 0;
+  const auto over_a_cluster = [&] {
+    if (!choosing || !dev.cluster_launch || !s.options.allow_clusters || two_an_sm(chosen)) return;
     const int most = std::min(s.options.max_cluster_blocks, kMaxClusterBlocks);
     for (int blocks = std::max(2, s.options.min_cluster_blocks); blocks <= most; blocks *= 2)
       if (auto c = tile_plan(widest, blocks); two_an_sm(c)) {
         chosen = std::move(c);
-        break;
+        return;
       }
-  }
-  if (chosen && !two_an_sm(chosen) && s.options.interleaved_tile_bytes == 0)
+  };
+  if (s.options.prefer_clusters) over_a_cluster();
+  if (chosen && !two_an_sm(chosen) && choosing)
     for (int tile = chosen->rows_per_block / kInterleavedPack / 2; tile * pack_bytes >= 64; tile /= 2)
       if (auto two = tile_plan(tile, 1); two_an_sm(two)) {
         chosen = std::move(two);
         break;
       }
+  if (!chosen || chosen->rows_per_block * dtype_size(s.dtype) < 64) over_a_cluster();
   if (!chosen) return false;
   out = std::move(*chosen);
   return true;
