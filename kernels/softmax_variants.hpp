@@ -322,7 +322,7 @@ inline constexpr std::array<FamilyInfo, 11> kFamilies{{
     {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackDirection, kInterleavedSmemThreads,
      kInterleavedSmemThreads, WorkUnit::inner_tile, false, false, false, false, LayoutRule::interleaved},
     {Strategy::interleaved_cluster, "interleaved_cluster", false, family_params::kPackDirection,
-     kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, false, true, false, false,
+     kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, true, true, false, false,
      LayoutRule::interleaved},
 }};
 static_assert([] {

@@ -47,7 +47,7 @@ namespace duet {
 // |---|---|---|
 // | DUET_CLUSTER=0 | allow_clusters = false | no thread-block clusters |
 // | DUET_CLUSTER=portable | max_cluster_blocks = 8 | clusters of at most the portable 8 blocks |
-// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, and cluster_row_smem for 16-bit rows |
+// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, cluster_row_smem for 16-bit rows, and interleaved_cluster where one block holds the tile once an SM |
 // | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit |
@@ -61,8 +61,9 @@ struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
   // planner also drops them where the vendor says none of the shape fits).
   bool allow_clusters = true;
-  // Also for rows one block_row holds at one block an SM, and
-  // cluster_row_smem for 16-bit rows (float32 only otherwise).
+  // Also for rows one block_row holds at one block an SM, cluster_row_smem
+  // for 16-bit rows (float32 only otherwise), and interleaved_cluster where
+  // one block holds an interleaved tile at one block an SM.
   bool prefer_clusters = false;
   // cluster_row's blocks a cluster at least (2, 4, 8 or 16; 0: the
   // planner's choice).

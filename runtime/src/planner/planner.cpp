@@ -341,7 +341,9 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // Families with FamilyInfo::one_wave get one wave: cluster_row (launching
   // a fresh cluster per row measured 0.74 of copy at f32 N = 65536 against
   // 0.81 persistent, H200, bench/NOTES.md v10, the reverse of single
-  // blocks) and split_stream (its blocks take their work from a queue).
+  // blocks), interleaved_cluster (H100 [4096, M] backward f32 0.71 against
+  // 0.63 in 64 waves, v51) and split_stream (its blocks take their work
+  // from a queue).
   const std::int64_t waves = p.persistent || family.one_wave ? 1 : kMaxWaves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
