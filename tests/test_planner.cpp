@@ -929,6 +929,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
   CHECK(!with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash);
+  CHECK(!none.interleaved_stash_always);
+  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash_always);
   CHECK(none.interleaved_tile_bytes == 0);
   CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
@@ -1044,6 +1046,15 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             CHECK(p.geometry.grid >= 1);
             CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1));
           }
+    // DUET_INTERLEAVED_STASH=always: shared memory also for rows registers hold.
+    {
+      SoftmaxShape s{DType::f32, false, 8, 21, true};
+      s.inner = 65536;
+      s.options.interleaved_stash_always = true;
+      CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy == Strategy::interleaved_smem);
+      s.options.interleaved_stash_always = false;
+      CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy == Strategy::interleaved_rows);
+    }
     // Without clusters, 4096 rows forward take a sector-wide tile in one
     // block; DUET_INTERLEAVED_TILE: the tile's width in bytes where it fits
     // (16 bytes of a 4096-row column: two blocks an SM), else the widest

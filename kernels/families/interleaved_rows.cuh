@@ -17,7 +17,8 @@
 //   L2 when the tile is not).
 // Grid: blocks of tile x slots threads (at most interleaved_max_threads),
 // one tile each, up to the planner's waves; no dynamic shared memory, no
-// workspace. interleaved_smem (below) holds a tile in shared memory.
+// workspace. interleaved_smem and interleaved_cluster (below) hold a tile
+// in shared memory.
 #pragma once
 
 #include "common/family_kernels.cuh"
@@ -439,17 +440,17 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
 template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 interleaved_held[];
-  __shared__ alignas(16) float scratch[2 * kInterleavedSmemThreads * VEC];
-  interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, scratch, nullptr);
+  __shared__ float2 scratch[kInterleavedSmemThreads * VEC];  // the tree's floats
+  interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, reinterpret_cast<float*>(scratch), nullptr);
 }
 
 template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_cluster_kernel(SoftmaxArgs a) {
 #if DUET_DEVICE_CLUSTERS
   extern __shared__ float4 interleaved_held[];
-  __shared__ alignas(16) float scratch[2 * kInterleavedSmemThreads * VEC];
+  __shared__ float2 scratch[kInterleavedSmemThreads * VEC];  // the tree's floats, then the cluster's pairs
   __shared__ InterleavedClusterShared shared;
-  interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, scratch, &shared);
+  interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, reinterpret_cast<float*>(scratch), &shared);
 #else
   (void)a;
 #endif  // DUET_DEVICE_CLUSTERS

@@ -56,6 +56,7 @@ namespace duet {
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 // | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = false | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
+// | DUET_INTERLEAVED_STASH=always | interleaved_stash_always = true | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
 struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
@@ -89,6 +90,8 @@ struct PlanOptions {
   // Interleaved rows too long for registers keep their tile in shared
   // memory (interleaved_smem) where it fits, instead of reading it twice.
   bool interleaved_stash = true;
+  // interleaved_smem also where registers hold the rows (a comparison).
+  bool interleaved_stash_always = false;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).
   int interleaved_tile_bytes = 0;

@@ -60,9 +60,11 @@ PlanOptions plan_options_from_environment() {
           "DUET_FUSED_STASH must be 0 or 1, got '" + stash + "'");
   o.fused_stash = stash != "0";
   const std::string interleaved_stash = env("DUET_INTERLEAVED_STASH");
-  require(interleaved_stash.empty() || interleaved_stash == "0" || interleaved_stash == "1", Status::invalid_argument,
-          "DUET_INTERLEAVED_STASH must be 0 or 1, got '" + interleaved_stash + "'");
+  require(interleaved_stash.empty() || interleaved_stash == "0" || interleaved_stash == "1" ||
+              interleaved_stash == "always",
+          Status::invalid_argument, "DUET_INTERLEAVED_STASH must be 0, 1 or always, got '" + interleaved_stash + "'");
   o.interleaved_stash = interleaved_stash != "0";
+  o.interleaved_stash_always = interleaved_stash == "always";
   const std::string tile = env("DUET_INTERLEAVED_TILE");
   if (!tile.empty()) {
     for (int bytes : {16, 32, 64, 128})

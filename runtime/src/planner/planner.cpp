@@ -279,7 +279,7 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
     slots = slots_for(s.cols, tile);
   }
   const int min_tile = std::max(32 / (elem * vec), 1);
-  if (vpt == 0) {
+  if (vpt == 0 || s.options.interleaved_stash_always) {
     Plan held;
     if (plan_interleaved_smem(dev, s, line_lanes, std::min(min_tile, line_lanes), attributes, held)) return held;
   }
