@@ -275,8 +275,9 @@ struct InterleavedClusterShared {
   float2 combined[kInterleavedLanesMax * kInterleavedPack];       // the cluster's, for the block's threads
 };
 
-// The scratch of the tree over the slots also gathers a cluster's pairs.
-static_assert(2 * kInterleavedSmemThreads >= 2 * kMaxClusterBlocks * kInterleavedLanesMax,
+// The scratch of the tree over the slots (2 x threads x VEC floats) also
+// gathers a cluster's pairs (blocks x lanes x VEC float2).
+static_assert(kInterleavedSmemThreads >= kMaxClusterBlocks * kInterleavedLanesMax,
               "the slots' scratch holds every block's pairs of a cluster");
 
 template <class T, int VEC, bool BACKWARD, bool CLUSTER>
