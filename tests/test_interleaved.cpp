@@ -15,6 +15,7 @@
 #include "duet/softmax.hpp"
 #include "expect_refused.hpp"
 #include "fused_test_util.hpp"
+#include "plan_options_guard.hpp"
 
 using namespace duet;
 using namespace duet::testing;
@@ -207,18 +208,15 @@ TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passe
   // narrower tile; without the stash, two passes.
   on_every_device([](const Device& dev) {
     if (!dev.is_gpu()) return;
-    const PlanOptions saved = plan_options();
-    struct Restore {
-      PlanOptions o;
-      ~Restore() { set_plan_options(o); }
-    } restore{saved};
+    const RestorePlanOptions restore;
+    const PlanOptions& saved = restore.saved;
     const bool clusters = dev.props().cluster_launch;
     enum Mode { prefer, plain, no_clusters, no_stash };
     for (Mode mode : {prefer, plain, no_clusters, no_stash}) {
       PlanOptions o = saved;
       o.prefer_clusters = mode == prefer;
       o.allow_clusters = mode != no_clusters;
-      o.interleaved_stash = mode != no_stash;
+      o.interleaved_stash = mode == no_stash ? InterleavedStash::off : InterleavedStash::past_registers;
       set_plan_options(o);
       for (const Shape& s : {Shape{1, 4096, 64}, Shape{2, 1000, 56}, Shape{1, 2053, 32, 8, 4}})
         for (DType dtype : {DType::f32, DType::bf16})
@@ -257,11 +255,8 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
     any_gpu = true;
     const DeviceProps& props = dev.props();
     const bool async_copies = props.vendor == Vendor::nvidia && props.cc_major >= 8;
-    const PlanOptions saved = plan_options();
-    struct Restore {
-      PlanOptions o;
-      ~Restore() { set_plan_options(o); }
-    } restore{saved};
+    const RestorePlanOptions restore;
+    const PlanOptions& saved = restore.saved;
     // f32 on packs of 4 rows: at least 8 lanes, up to 64 slots; 16 floats
     // a thread forward (4 packs), 8 backward (2 packs of each tensor).
     // Past that, the tile in shared memory where the device copies there
@@ -269,7 +264,7 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
     // two passes.
     for (bool stash : {true, false}) {
       PlanOptions o = saved;
-      o.interleaved_stash = stash;
+      o.interleaved_stash = stash ? InterleavedStash::past_registers : InterleavedStash::off;
       set_plan_options(o);
       for (auto [cols, backward, vpt] :
            {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0}, std::tuple{60, true, 2},

@@ -915,7 +915,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(!none.force_split);
   CHECK(!none.persistent);
   CHECK(none.fused_stash);
-  CHECK(none.interleaved_stash);
+  CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
   CHECK(with_env({{"DUET_CLUSTER", "prefer"}}).prefer_clusters);
@@ -927,10 +927,9 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
   CHECK(!with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash);
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
-  CHECK(!with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash);
-  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash);
-  CHECK(!none.interleaved_stash_always);
-  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash_always);
+  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
+  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
+  CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);
   CHECK(none.interleaved_tile_bytes == 0);
   CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
@@ -1051,7 +1050,7 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
       // whatever the switches ask.
       SoftmaxShape s{DType::f32, false, 8, 21, true};
       s.inner = 65536;
-      s.options.interleaved_stash_always = true;
+      s.options.interleaved_stash = InterleavedStash::always;
       CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy == Strategy::interleaved_rows);
       continue;
     }
@@ -1059,9 +1058,9 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
     {
       SoftmaxShape s{DType::f32, false, 8, 21, true};
       s.inner = 65536;
-      s.options.interleaved_stash_always = true;
+      s.options.interleaved_stash = InterleavedStash::always;
       CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy == Strategy::interleaved_smem);
-      s.options.interleaved_stash_always = false;
+      s.options.interleaved_stash = InterleavedStash::past_registers;
       CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy == Strategy::interleaved_rows);
     }
     // Without clusters, 4096 rows forward take a sector-wide tile in one

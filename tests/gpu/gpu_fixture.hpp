@@ -11,6 +11,7 @@
 #include "duet/device.hpp"
 #include "duet/reference.hpp"
 #include "duet/softmax.hpp"
+#include "plan_options_guard.hpp"
 
 namespace duet::testing {
 
@@ -19,13 +20,6 @@ inline Device first_gpu() {
     if (d.is_gpu()) return d;
   return Device(BackendKind::host, 0);
 }
-
-// The planner's options as they were, set again when it goes out of scope
-// (a test that changes them leaves the next test the process's own).
-struct RestorePlanOptions {
-  PlanOptions saved = plan_options();
-  ~RestorePlanOptions() { set_plan_options(saved); }
-};
 
 // GPUs of the backend first_gpu() comes from.
 inline int gpus_of_first_backend() {

@@ -55,9 +55,17 @@ namespace duet {
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 // | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
-// | DUET_INTERLEAVED_STASH=0 | interleaved_stash = false | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
-// | DUET_INTERLEAVED_STASH=always | interleaved_stash_always = true | interleaved_smem also for rows registers hold |
+// | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
+// | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
+// Where interleaved rows keep their tile in shared memory (interleaved_smem,
+// interleaved_cluster) instead of registers or two passes.
+enum class InterleavedStash {
+  off,             // nowhere: rows past registers read twice
+  past_registers,  // rows too long for registers, where the tile fits
+  always,          // also rows registers hold (a comparison)
+};
+
 struct PlanOptions {
   // cluster_row may be planned where the device launches clusters (the
   // planner also drops them where the vendor says none of the shape fits).
@@ -87,11 +95,7 @@ struct PlanOptions {
   // The fused operations' stream_row keeps what fits of a row in shared
   // memory between its passes (duet/fused_planner.hpp).
   bool fused_stash = true;
-  // Interleaved rows too long for registers keep their tile in shared
-  // memory (interleaved_smem) where it fits, instead of reading it twice.
-  bool interleaved_stash = true;
-  // interleaved_smem also where registers hold the rows (a comparison).
-  bool interleaved_stash_always = false;
+  InterleavedStash interleaved_stash = InterleavedStash::past_registers;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).
   int interleaved_tile_bytes = 0;

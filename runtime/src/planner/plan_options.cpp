@@ -3,42 +3,55 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "duet/error.hpp"
 #include "duet/planner.hpp"
 
 namespace duet {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return std::string(v == nullptr ? "" : v);
+}
+
+// The variable's value: empty where it is unset, else one of `allowed`;
+// any other value is refused, naming the variable, the values it takes
+// and the one it got ("DUET_X must be a, b or c, got 'd'").
+std::string one_of(const char* name, const std::vector<std::string>& allowed) {
+  const std::string value = env(name);
+  if (value.empty()) return value;
+  for (const std::string& a : allowed)
+    if (value == a) return value;
+  std::string list;
+  for (std::size_t i = 0; i < allowed.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+  throw Error(Status::invalid_argument, std::string(name) + " must be " + list + ", got '" + value + "'");
+}
+
+// The same for a count among `allowed` numbers; 0 where unset.
+template <class Numbers>
+int count_of(const char* name, const Numbers& allowed) {
+  std::vector<std::string> words;
+  for (int n : allowed) words.push_back(std::to_string(n));
+  const std::string value = one_of(name, words);
+  return value.empty() ? 0 : std::stoi(value);
+}
+
+}  // namespace
 
 PlanOptions plan_options_from_environment() {
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v == nullptr ? "" : v);
-  };
   PlanOptions o;
-  const std::string cluster = env("DUET_CLUSTER");
-  require(cluster.empty() || cluster == "0" || cluster == "1" || cluster == "portable" || cluster == "prefer",
-          Status::invalid_argument, "DUET_CLUSTER must be 0, 1, portable or prefer, got '" + cluster + "'");
+  const std::string cluster = one_of("DUET_CLUSTER", {"0", "1", "portable", "prefer"});
   o.allow_clusters = cluster != "0";
   o.prefer_clusters = cluster == "prefer";
   if (cluster == "portable") o.max_cluster_blocks = kPortableClusterBlocks;
-  const std::string strategy = env("DUET_STRATEGY");
-  require(strategy.empty() || strategy == "split_row" || strategy == "split_stream", Status::invalid_argument,
-          "DUET_STRATEGY must be split_row or split_stream, got '" + strategy + "'");
+  const std::string strategy = one_of("DUET_STRATEGY", {"split_row", "split_stream"});
   o.force_split = strategy == "split_row";
   o.force_stream = strategy == "split_stream";
-  const std::string cluster_blocks = env("DUET_CLUSTER_BLOCKS");
-  if (!cluster_blocks.empty()) {
-    for (int n : {2, 4, 8, 16})
-      if (cluster_blocks == std::to_string(n)) o.min_cluster_blocks = n;
-    require(o.min_cluster_blocks > 0, Status::invalid_argument,
-            "DUET_CLUSTER_BLOCKS must be 2, 4, 8 or 16, got '" + cluster_blocks + "'");
-  }
-  const std::string block_vpt = env("DUET_BLOCK_VPT");
-  if (!block_vpt.empty()) {
-    for (int v : kBlockVpt)
-      if (block_vpt == std::to_string(v)) o.block_vpt = v;
-    require(o.block_vpt > 0, Status::invalid_argument, "DUET_BLOCK_VPT must be 1, 2, 4 or 8, got '" + block_vpt + "'");
-  }
+  o.min_cluster_blocks = count_of("DUET_CLUSTER_BLOCKS", std::vector<int>{2, 4, 8, 16});
+  o.block_vpt = count_of("DUET_BLOCK_VPT", kBlockVpt);
   const std::string slack = env("DUET_STREAM_SLACK");
   if (!slack.empty()) {
     try {
@@ -51,27 +64,13 @@ PlanOptions plan_options_from_environment() {
     require(o.stream_slack > 0, Status::invalid_argument,
             "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
   }
-  const std::string persistent = env("DUET_PERSISTENT");
-  require(persistent.empty() || persistent == "0" || persistent == "1", Status::invalid_argument,
-          "DUET_PERSISTENT must be 0 or 1, got '" + persistent + "'");
-  o.persistent = persistent == "1";
-  const std::string stash = env("DUET_FUSED_STASH");
-  require(stash.empty() || stash == "0" || stash == "1", Status::invalid_argument,
-          "DUET_FUSED_STASH must be 0 or 1, got '" + stash + "'");
-  o.fused_stash = stash != "0";
-  const std::string interleaved_stash = env("DUET_INTERLEAVED_STASH");
-  require(interleaved_stash.empty() || interleaved_stash == "0" || interleaved_stash == "1" ||
-              interleaved_stash == "always",
-          Status::invalid_argument, "DUET_INTERLEAVED_STASH must be 0, 1 or always, got '" + interleaved_stash + "'");
-  o.interleaved_stash = interleaved_stash != "0";
-  o.interleaved_stash_always = interleaved_stash == "always";
-  const std::string tile = env("DUET_INTERLEAVED_TILE");
-  if (!tile.empty()) {
-    for (int bytes : {16, 32, 64, 128})
-      if (tile == std::to_string(bytes)) o.interleaved_tile_bytes = bytes;
-    require(o.interleaved_tile_bytes > 0, Status::invalid_argument,
-            "DUET_INTERLEAVED_TILE must be 16, 32, 64 or 128, got '" + tile + "'");
-  }
+  o.persistent = one_of("DUET_PERSISTENT", {"0", "1"}) == "1";
+  o.fused_stash = one_of("DUET_FUSED_STASH", {"0", "1"}) != "0";
+  const std::string interleaved_stash = one_of("DUET_INTERLEAVED_STASH", {"0", "1", "always"});
+  o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
+                        : interleaved_stash == "always" ? InterleavedStash::always
+                                                        : InterleavedStash::past_registers;
+  o.interleaved_tile_bytes = count_of("DUET_INTERLEAVED_TILE", std::vector<int>{16, 32, 64, 128});
   return o;
 }
 

@@ -188,7 +188,9 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // sector-wide tile and two passes (bench/NOTES.md v50, v51).
 bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
                            const AttributeSource& attributes, Plan& out) {
-  if (!s.vector_ok || !s.options.interleaved_stash || dev.vendor != Vendor::nvidia || dev.cc_major < 8) return false;
+  if (!s.vector_ok || s.options.interleaved_stash == InterleavedStash::off || dev.vendor != Vendor::nvidia ||
+      dev.cc_major < 8)
+    return false;
   const int threads = kInterleavedSmemThreads;
   const int pack_bytes = kInterleavedPack * dtype_size(s.dtype);
   // The plan for tiles of `tile` lanes over `blocks` blocks, or none where
@@ -279,7 +281,7 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
     slots = slots_for(s.cols, tile);
   }
   const int min_tile = std::max(32 / (elem * vec), 1);
-  if (vpt == 0 || s.options.interleaved_stash_always) {
+  if (vpt == 0 || s.options.interleaved_stash == InterleavedStash::always) {
     Plan held;
     if (plan_interleaved_smem(dev, s, line_lanes, std::min(min_tile, line_lanes), attributes, held)) return held;
   }
