@@ -307,23 +307,28 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
     const std::int64_t i = (b % tiles) * tile_rows + std::int64_t(lane) * VEC;
     return i < a.inner ? i : -1;
   };
-  // Issues the copies of tile b's pack k (its element c = cslot + k cslots).
-  const auto fill = [&](std::int64_t tile_b, std::int64_t row, int k) {
-    const std::int64_t r = tile_b / tiles;
+  // This lane's first pack of tile b in a tensor (row `row` of its outer
+  // row), or null past the last tile and for a spare lane (row -1).
+  const auto tile_start = [&](const void* t, std::int64_t stride, std::int64_t b, std::int64_t row) -> const T* {
+    return row >= 0 ? static_cast<const T*>(t) + b / tiles * stride + row : nullptr;
+  };
+  // Issues the copies of pack k (element c = cslot + k cslots) of the tile
+  // whose packs start at xs (and gs).
+  const auto fill = [&](const T* xs, const T* gs, int k) {
     const std::int64_t c = cslot + std::int64_t(k) * cslots;
-    copy_to_shared(held + std::int64_t(k) * nt, reinterpret_cast<const V*>(static_cast<const T*>(a.x) + r * a.x_stride +
-                                                                           c * a.x_col_stride + row));
+    copy_to_shared(held + std::int64_t(k) * nt, reinterpret_cast<const V*>(xs + c * a.x_col_stride));
     if constexpr (BACKWARD)
-      copy_to_shared(held_dy + std::int64_t(k) * nt,
-                     reinterpret_cast<const V*>(static_cast<const T*>(a.dy) + r * a.dy_stride + c * a.dy_col_stride +
-                                                row));
+      copy_to_shared(held_dy + std::int64_t(k) * nt, reinterpret_cast<const V*>(gs + c * a.dy_col_stride));
   };
   const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
 
   std::int64_t b = first_tile;
   std::int64_t i = first_row(b);
-  if (i >= 0)
-    for (int k = 0; k < packs; ++k) fill(b, i, k);
+  if (i >= 0) {
+    const T* const xs = tile_start(a.x, a.x_stride, b, i);
+    const T* const gs = BACKWARD ? tile_start(a.dy, a.dy_stride, b, i) : nullptr;
+    for (int k = 0; k < packs; ++k) fill(xs, gs, k);
+  }
   shared_copies_commit();
   int parity = 0;
   for (; b < a.rows * tiles; b += tile_step, parity ^= 1) {
@@ -412,6 +417,8 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
     T* const out = static_cast<T*>(a.out) + r * a.out_stride + (i >= 0 ? i : 0);
     const std::int64_t next = b + tile_step;
     const std::int64_t next_i = first_row(next);
+    const T* const xn = tile_start(a.x, a.x_stride, next, next_i);
+    const T* const gn = BACKWARD ? tile_start(a.dy, a.dy_stride, next, next_i) : nullptr;
     for (int k = 0; k < packs; ++k) {
       if (k < n) {
         const V v = held[std::int64_t(k) * nt];
@@ -424,7 +431,7 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
                         return forward_value(at(v, e), m[e], s[e], s[e], a.log);
                     }));
       }
-      if (next_i >= 0) fill(next, next_i, k);
+      if (next_i >= 0) fill(xn, gn, k);
     }
     shared_copies_commit();
     i = next_i;
