@@ -103,11 +103,20 @@ struct BoolPackOf<8> {
 };
 template <int PACK>
 using BoolPack = typename BoolPackOf<PACK>::type;
-__device__ __forceinline__ unsigned mask_byte(std::uint8_t b, int) { return b; }
-__device__ __forceinline__ unsigned mask_byte(unsigned w, int e) { return (w >> (8 * e)) & 0xffu; }
-__device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
-  return ((e < 4 ? w.x : w.y) >> (8 * (e % 4))) & 0xffu;
+
+// A boolean mask pack as one bit an element, bit e set where element e is
+// masked (its byte nonzero): a pack's mask is one register from its load
+// until its store, where its bytes were PACK / 4, so a block_row thread
+// holds as many packs as without a mask (fused_variants.hpp).
+__device__ __forceinline__ unsigned mask_bits(std::uint8_t b) { return b != 0 ? 1u : 0u; }
+__device__ __forceinline__ unsigned mask_bits(unsigned w) {
+  // Each byte's high bit set where the byte is nonzero (its low seven bits
+  // plus 0x7f carry into bit 7 and never past it), then the four high bits
+  // moved to bits 0..3.
+  const unsigned t = (((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) & 0x80808080u;
+  return ((t >> 7) | (t >> 14) | (t >> 21) | (t >> 28)) & 0xfu;
 }
+__device__ __forceinline__ unsigned mask_bits(const uint2& w) { return mask_bits(w.x) | (mask_bits(w.y) << 4); }
 
 // ------------------------------------------------------------ masked softmax
 // v = scale * x + mask (additive), -inf where masked (boolean, causal);
@@ -124,12 +133,15 @@ struct MaskedSoftmaxOp {
   static constexpr int kSums = 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
+  // What a mask reads (MaskPack) and what an Item keeps of it (MaskHeld):
+  // an additive mask's pack, a boolean mask's bits.
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
                                       std::conditional_t<MASK == MaskKind::boolean, BoolPack<PACK>, NoPack>>;
+  using MaskHeld = std::conditional_t<MASK == MaskKind::boolean, unsigned, MaskPack>;
   using Scalar = MaskedSoftmaxOp<T, 1, MASK>;
   struct ItemWithMask {
     V x;
-    MaskPack mk;
+    MaskHeld mk;
   };
   struct ItemWithoutMask {
     V x;
@@ -192,15 +204,20 @@ struct MaskedSoftmaxOp {
         return;
       }
     }
+    if constexpr (MASK == MaskKind::boolean) {
+      const BoolPack<PACK> m = mask[p];
+      it.x = load_hinted<H>(x + p);
+      it.mk = mask_bits(m);
+      return;
+    }
     it.x = load_hinted<H>(x + p);
     if constexpr (MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
-    if constexpr (MASK == MaskKind::boolean) it.mk = mask[p];
   }
 
   __device__ __forceinline__ float value(const Item& it, int e, std::int64_t p) const {
     float v = scale * element<T>(it.x, e);
     if constexpr (MASK == MaskKind::additive) v += element<T>(it.mk, e);
-    if constexpr (MASK == MaskKind::boolean) v = mask_byte(it.mk, e) != 0 ? kNegInf : v;
+    if constexpr (MASK == MaskKind::boolean) v = (it.mk >> e) & 1u ? kNegInf : v;
     if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }

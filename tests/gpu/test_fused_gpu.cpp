@@ -114,8 +114,11 @@ void run_masked(const Device& dev, const MsCase& c) {
   }
   if (c.mask == MaskKind::boolean) {
     boolean.resize(static_cast<std::size_t>(mask_rows * cols));
-    for (auto& v : boolean) v = masked(duet::testing::rng()) ? 1 : 0;
-    if (c.fully_masked) std::fill(boolean.begin(), boolean.begin() + cols, 1);
+    // Any nonzero byte masks: every value 1..255 turns up, each bit of a
+    // byte alone among them (the kernels fold a pack's bytes to bits).
+    std::uniform_int_distribution<int> byte(1, 255);
+    for (auto& v : boolean) v = masked(duet::testing::rng()) ? std::uint8_t(byte(duet::testing::rng())) : 0;
+    if (c.fully_masked) std::fill(boolean.begin(), boolean.begin() + cols, std::uint8_t(0x80));
   }
   if (c.mask == MaskKind::additive || c.mask == MaskKind::boolean) {
     for (std::int64_t r = 0; r < rows; ++r) {

@@ -10,7 +10,9 @@
 //
 // The fused operations (--op masked_softmax, causal_softmax[_backward],
 // cross_entropy, cross_entropy_forward) count the bytes each must move:
-//   masked_softmax         x read, y written, the [B, 1, Sq, Sk] boolean mask read once
+//   masked_softmax         x read, y written, the [B, 1, Sq, Sk] mask read once
+//                          (--mask: boolean, the default; additive, in x's
+//                          dtype; none)
 //   causal_softmax         x read, y written (the masked half counted too)
 //   causal_softmax_backward y and dy read, dx written
 //   cross_entropy          the logits read once, the gradient written once
@@ -178,6 +180,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "masked_softmax",
                              "causal_softmax", "causal_softmax_backward", "cross_entropy", "cross_entropy_forward"}));
   std::int64_t heads = 32, batch_size = 8;
+  std::string mask_name = "boolean";
+  app.add_option("--mask", mask_name, "masked_softmax: the [B, 1, Sq, Sk] mask's kind")
+      ->check(CLI::IsMember({"boolean", "additive", "none"}));
   app.add_option("--heads", heads, "fused softmax: attention heads H of [B, H, Sq, Sk] scores")
       ->check(duet_tools::number(true));
   app.add_option("--batch-size", batch_size, "fused softmax: batch B (causal: B x H x S rows of S)")
@@ -319,7 +324,16 @@ int main(int argc, char** argv) {
         rows = batch_size * heads * seq_q;
       }
       const std::size_t bytes = std::size_t(rows * cols) * es;
-      const std::size_t mask_bytes = op_name == "masked_softmax" ? std::size_t(batch_size * seq_q * cols) : 0;
+      const duet::MaskKind mask_kind = causal                       ? duet::MaskKind::causal
+                                       : op_name != "masked_softmax" ? duet::MaskKind::none
+                                       : mask_name == "boolean"      ? duet::MaskKind::boolean
+                                       : mask_name == "additive"     ? duet::MaskKind::additive
+                                                                     : duet::MaskKind::none;
+      const std::size_t mask_elem = mask_kind == duet::MaskKind::boolean ? 1 : std::size_t(es);
+      const std::size_t mask_bytes =
+          mask_kind == duet::MaskKind::boolean || mask_kind == duet::MaskKind::additive
+              ? std::size_t(batch_size * seq_q * cols) * mask_elem
+              : 0;
       const int tensors = bwd ? 3 : 2;
       const int sets = hot ? 1
                            : static_cast<int>(std::clamp<std::int64_t>(
@@ -343,9 +357,17 @@ int main(int argc, char** argv) {
       }
       duet::Buffer mask, target, loss, lse;
       if (mask_bytes) {
-        std::vector<std::uint8_t> m(mask_bytes);
+        // A quarter of the positions masked: a byte of 1, or -inf added.
         std::bernoulli_distribution masked(0.25);
-        for (auto& b : m) b = masked(rng) ? 1 : 0;
+        std::vector<std::uint8_t> m;
+        if (mask_kind == duet::MaskKind::boolean) {
+          m.resize(mask_bytes);
+          for (auto& b : m) b = masked(rng) ? 1 : 0;
+        } else {
+          std::vector<float> add(mask_bytes / mask_elem);
+          for (auto& v : add) v = masked(rng) ? -INFINITY : 0.0f;
+          m = duet::reference::encode(add, dt);
+        }
         mask = duet::Buffer(dev, mask_bytes);
         mask.upload(m.data(), m.size());
       }
@@ -392,7 +414,7 @@ int main(int argc, char** argv) {
         };
       } else {
         shape.op = bwd ? duet::FusedOp::masked_softmax_backward : duet::FusedOp::masked_softmax;
-        shape.mask_kind = bwd ? duet::MaskKind::none : causal ? duet::MaskKind::causal : duet::MaskKind::boolean;
+        shape.mask_kind = bwd ? duet::MaskKind::none : mask_kind;
         launch = [&](int s) {
           duet::MaskedSoftmaxCall call;
           call.backward = bwd;
@@ -452,6 +474,7 @@ int main(int argc, char** argv) {
                 {"bytes_moved", moved}};
       if (!ce) r["shape"] = {batch_size, heads, seq_q, cols};
       if (mask_bytes) r["mask_bytes"] = mask_bytes;
+      if (op_name == "masked_softmax") r["mask"] = mask_name;
       if (ce) {
         r["workspace_bytes"] = workspace;
         r["extra_memory_fraction"] = double(workspace) / double(bytes);
