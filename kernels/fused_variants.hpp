@@ -92,17 +92,13 @@ constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i,
   if (i == 1) return {16, 2};
   return {kFusedGroupShapes[i][0], vpt / 2};
 }
-// block_row packs a thread on the vector path: light ops and the boolean
-// mask (a pack's mask held as one register of bits beside its 16 bytes of
-// x) these; the others half, causal too, whose column compares spill 8
-// packs of 16-bit values on sm_80; the widening softmax's forward twice as
-// many: its packs hold 8 bytes of x.
+// block_row packs a thread on the vector path (others: half; causal too,
+// whose column compares spill 8 packs of 16-bit values on sm_80; the
+// widening softmax's forward twice as many: its packs hold 8 bytes of x).
 inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
   if (op == FusedOp::widening_softmax) return 2 * kFusedBlockVpt[i];
-  const bool boolean_mask = op == FusedOp::masked_softmax && mask == MaskKind::boolean;
-  return (fused_light(op, mask) && mask != MaskKind::causal) || boolean_mask ? kFusedBlockVpt[i]
-                                                                            : kFusedBlockVpt[i] / 2;
+  return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in
 // flight to cover memory latency with 1- to 4-byte accesses.
@@ -124,12 +120,12 @@ constexpr int fused_stream_vpt(FusedOp op, MaskKind mask, int vec) {
 // memory, written in the first pass and read in the second instead of
 // global memory. Bytes of an Item on the vector path, as the policies
 // (families/fused_ops.cuh) lay it out: 16-byte packs of x and of a second
-// tensor, a boolean mask's bits as a 32-bit word, padded to the Item's
-// alignment (the launch checks each entry's sizeof against it).
+// tensor, a boolean mask's PACK bytes, padded to the Item's alignment (the
+// launch checks each entry's sizeof against it).
 constexpr int fused_item_bytes(FusedOp op, MaskKind mask, DType dtype) {
   const int vec = fused_vec(op, dtype);
   const int x = vec * dtype_size(fused_x_dtype(op, dtype));  // 16, or the widening forward's 8
-  const int second = op == FusedOp::masked_softmax && mask == MaskKind::boolean ? 4  // a bit an element
+  const int second = op == FusedOp::masked_softmax && mask == MaskKind::boolean ? vec  // a byte an element
                      : fused_two_tensors(op, mask)                                ? x
                                                                                   : 0;
   return (x + second + x - 1) / x * x;

@@ -597,28 +597,6 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   CHECK(plan_fused(h100, whole).kernel == "block_row<masked_softmax:causal,bf16,vec1,v8>");
 }
 
-TEST_CASE("fused planner: a boolean mask's rows take as many packs a thread as rows without a mask") {
-  const DeviceProps h100 = device_file("h100_sxm.json");
-  const auto plan = [&](MaskKind mask, std::int64_t cols) {
-    return plan_fused(h100, fused_shape(FusedOp::masked_softmax, mask, DType::bf16, 4096, cols, true));
-  };
-  // A boolean mask pack is held as bits: 8 packs a thread, two blocks of
-  // 512 an SM for Sk = 32768, as without a mask.
-  for (MaskKind mask : {MaskKind::none, MaskKind::boolean}) {
-    CAPTURE(to_string(mask));
-    auto p = plan(mask, 32768);
-    CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v8>");
-    CHECK(p.launch.geometry.block == 512);
-    CHECK(p.why.find("2 blocks an SM") != std::string::npos);
-    CHECK(plan(mask, 16384).launch.geometry.block == 256);
-  }
-  // An additive mask holds a second 16-byte pack: half as many, one block
-  // of 1024 an SM.
-  const auto additive = plan(MaskKind::additive, 32768);
-  CHECK(additive.kernel == "block_row<masked_softmax:additive,bf16,vec8,v4>");
-  CHECK(additive.launch.geometry.block == 1024);
-}
-
 TEST_CASE("fused planner: every vector shape covers the longest body of a row") {
   // A row of cols elements holds at most cols / vec whole packs (when it
   // starts on a pack); its edges need the first vec - 1 threads of the row.
@@ -713,7 +691,7 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   // A slot is one Item a thread of the 1024: 16 KiB of bf16 logits.
   CHECK(fused_item_bytes(FusedOp::cross_entropy, MaskKind::none, DType::bf16) == 16);
   CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::causal, DType::bf16) == 16);
-  CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16) == 32);  // 16 + a word of bits, aligned
+  CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16) == 32);  // 16 + 8, aligned
   CHECK(fused_item_bytes(FusedOp::masked_softmax, MaskKind::additive, DType::f32) == 32);
   CHECK(fused_item_bytes(FusedOp::masked_softmax_backward, MaskKind::none, DType::f16) == 32);
   CHECK(fused_item_bytes(FusedOp::widening_softmax, MaskKind::none, DType::bf16) == 8);

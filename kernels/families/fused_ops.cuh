@@ -103,20 +103,11 @@ struct BoolPackOf<8> {
 };
 template <int PACK>
 using BoolPack = typename BoolPackOf<PACK>::type;
-
-// A boolean mask pack as one bit an element, bit e set where element e is
-// masked (its byte nonzero): a pack's mask is one register from its load
-// until its store, where its bytes were PACK / 4, so a block_row thread
-// holds as many packs as without a mask (fused_variants.hpp).
-__device__ __forceinline__ unsigned mask_bits(std::uint8_t b) { return b != 0 ? 1u : 0u; }
-__device__ __forceinline__ unsigned mask_bits(unsigned w) {
-  // Each byte's high bit set where the byte is nonzero (its low seven bits
-  // plus 0x7f carry into bit 7 and never past it), then the four high bits
-  // moved to bits 0..3.
-  const unsigned t = (((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) & 0x80808080u;
-  return ((t >> 7) | (t >> 14) | (t >> 21) | (t >> 28)) & 0xfu;
+__device__ __forceinline__ unsigned mask_byte(std::uint8_t b, int) { return b; }
+__device__ __forceinline__ unsigned mask_byte(unsigned w, int e) { return (w >> (8 * e)) & 0xffu; }
+__device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
+  return ((e < 4 ? w.x : w.y) >> (8 * (e % 4))) & 0xffu;
 }
-__device__ __forceinline__ unsigned mask_bits(const uint2& w) { return mask_bits(w.x) | (mask_bits(w.y) << 4); }
 
 // ------------------------------------------------------------ masked softmax
 // v = scale * x + mask (additive), -inf where masked (boolean, causal);
@@ -133,15 +124,12 @@ struct MaskedSoftmaxOp {
   static constexpr int kSums = 0;
   using Elem = T;
   using V = PackWords<T, PACK>;
-  // What a mask reads (MaskPack) and what an Item keeps of it (MaskHeld):
-  // an additive mask's pack, a boolean mask's bits.
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
                                       std::conditional_t<MASK == MaskKind::boolean, BoolPack<PACK>, NoPack>>;
-  using MaskHeld = std::conditional_t<MASK == MaskKind::boolean, unsigned, MaskPack>;
   using Scalar = MaskedSoftmaxOp<T, 1, MASK>;
   struct ItemWithMask {
     V x;
-    MaskHeld mk;
+    MaskPack mk;
   };
   struct ItemWithoutMask {
     V x;
@@ -204,20 +192,15 @@ struct MaskedSoftmaxOp {
         return;
       }
     }
-    if constexpr (MASK == MaskKind::boolean) {
-      const BoolPack<PACK> m = mask[p];
-      it.x = load_hinted<H>(x + p);
-      it.mk = mask_bits(m);
-      return;
-    }
     it.x = load_hinted<H>(x + p);
     if constexpr (MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
+    if constexpr (MASK == MaskKind::boolean) it.mk = mask[p];
   }
 
   __device__ __forceinline__ float value(const Item& it, int e, std::int64_t p) const {
     float v = scale * element<T>(it.x, e);
     if constexpr (MASK == MaskKind::additive) v += element<T>(it.mk, e);
-    if constexpr (MASK == MaskKind::boolean) v = (it.mk >> e) & 1u ? kNegInf : v;
+    if constexpr (MASK == MaskKind::boolean) v = mask_byte(it.mk, e) != 0 ? kNegInf : v;
     if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }
@@ -229,11 +212,17 @@ struct MaskedSoftmaxOp {
   __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.m, 1.0f / r.s, r.m == kNegInf}; }
   __device__ __forceinline__ bool writes() const { return true; }
 
+  // A dead row's fill is chosen once a pack, outside the element loop: a
+  // test inside it becomes a branch around every element of a boolean
+  // mask's packs (bench/NOTES.md v53).
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const Final& f, bool streaming) const {
-    const V o = make_pack<T, V>([&](int e) {
-      if (f.dead) return zero_rows ? 0.0f : kNaN;
-      return exp_shifted(value(it, e, p), f.m) * f.inv_s;
-    });
+    V o;
+    if (f.dead) {
+      const float fill = zero_rows ? 0.0f : kNaN;
+      o = make_pack<T, V>([&](int) { return fill; });
+    } else {
+      o = make_pack<T, V>([&](int e) { return exp_shifted(value(it, e, p), f.m) * f.inv_s; });
+    }
     store_pack(out + p, o, streaming);
   }
   __device__ __forceinline__ void epilogue(const Final&, std::int64_t) const {}
@@ -369,9 +358,8 @@ __device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, 
   f.nan = r.invalid;
   return f;
 }
+// One gradient element of a row that is neither ignored nor invalid.
 __device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int t) {
-  if (f.zero) return 0.0f;
-  if (f.nan) return kNaN;
   return f.c_p * (exp_shifted(x, f.m) * f.inv_s) - (col == t ? f.c_t : 0.0f) - f.c_u;
 }
 
@@ -416,9 +404,17 @@ struct CeGradPacks : LogitPacks<T, PACK> {
   __device__ __forceinline__ explicit CeGradPacks(const CeGradPacks<T, P>& o)
       : LogitPacks<T, PACK>{reinterpret_cast<const V*>(o.x)}, a(o.a), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
 
+  // An ignored or invalid row's fill chosen once a pack, as the masked
+  // softmax's dead rows.
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const CeFinal& f, bool streaming) const {
     const int c0 = static_cast<int>(p) * PACK;
-    const V o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    V o;
+    if (f.zero || f.nan) {
+      const float fill = f.zero ? 0.0f : kNaN;
+      o = make_pack<T, V>([&](int) { return fill; });
+    } else {
+      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    }
     store_pack(out + p, o, streaming);
   }
 };
