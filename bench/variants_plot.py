@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The ratio to copy of each row length for several duet-bench runs of the
 same points (one run a plan: default, DUET_CLUSTER=0, ...), one panel per
-dtype, one line per run labelled by its --commit text; runs with the same
-label are averaged point by point.
+dtype, one line per run labelled by its --commit text (and, with
+--by-mask, each result's mask kind); runs with the same label are averaged
+point by point.
 
     python3 bench/variants_plot.py bench/results/h100/wide_rows_v47_*.json \\
         --out bench/results/h100/wide_rows_v47.png
@@ -18,6 +19,7 @@ def main():
     ap.add_argument("json", nargs="+", help="duet-bench --json files")
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--title", default="", help="title above the panels")
+    ap.add_argument("--by-mask", action="store_true", help="one line a mask kind (duet-bench --op masked_softmax)")
     args = ap.parse_args()
     try:
         import matplotlib
@@ -35,8 +37,9 @@ def main():
         device = run.get("device", {}).get("name", device)
         label = run.get("commit") or path
         for r in run.get("results", []):
-            points[(r["dtype"], label)][r["cols"]].append(r["ratio"])
-            variants[(r["dtype"], label)].add(r["variant"].split("<")[0])
+            key = (r["dtype"], f"{label}, mask {r.get('mask', 'boolean')}" if args.by_mask else label)
+            points[key][r["cols"]].append(r["ratio"])
+            variants[key].add(r["variant"].split("<")[0])
     dtypes = sorted({d for d, _ in points})
     if not dtypes:
         sys.exit("no results in " + ", ".join(args.json))

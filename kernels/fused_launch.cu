@@ -27,7 +27,15 @@ constexpr FusedKernelFn make_fused_entry() {
   using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
   static_assert(v.vec == 1 || sizeof(typename Op::Item) == fused_item_bytes(v.op, v.mask, v.dtype),
                 "the planner sizes stream_row's stash by fused_item_bytes");
-  if constexpr (v.edges) {
+  if constexpr (fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt)) {
+    using SharedMaskOp = kernels::MaskedSoftmaxOp<T, v.vec, v.mask, true>;
+    static_assert(sizeof(typename SharedMaskOp::MaskPack) == fused_mask_pack_bytes(v.mask, v.dtype),
+                  "the planner sizes the shared mask by fused_mask_pack_bytes");
+    if constexpr (v.edges)
+      return &kernels::fused_block_edges_kernel<SharedMaskOp, v.vec, v.vpt>;
+    else
+      return &kernels::fused_block_kernel<SharedMaskOp, v.vec, v.vpt>;
+  } else if constexpr (v.edges) {
     if constexpr (v.strategy == FusedStrategy::group_rows)
       return &kernels::fused_group_edges_kernel<Op, v.vec, v.group, v.vpt>;
     else if constexpr (v.strategy == FusedStrategy::block_row)
@@ -54,7 +62,7 @@ const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
   return table;
 }
 
-SmemOptIn<kFusedVariantCount> g_smem;  // stream_row's stash
+SmemOptIn<kFusedVariantCount> g_smem;  // stream_row's stash, block_row's shared masks
 
 bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -80,9 +88,19 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                 fused_variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack as x's (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements); plan with vector_ok = false");
-  if (l.geometry.dynamic_smem < 0 || (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row))
+  const bool shared_mask = fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt);
+  if (l.geometry.dynamic_smem < 0 ||
+      (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row && !shared_mask))
     throw Error(Status::invalid_argument, fused_variant_name(v) + " takes no dynamic shared memory (asked for " +
                                               std::to_string(l.geometry.dynamic_smem) + " bytes)");
+  if (shared_mask) {
+    const std::int64_t need = std::int64_t(l.geometry.block) * v.vpt * fused_mask_pack_bytes(v.mask, v.dtype);
+    if (l.geometry.dynamic_smem < need)
+      throw Error(Status::invalid_argument, fused_variant_name(v) + " keeps its mask packs in shared memory: " +
+                                                std::to_string(need) + " bytes for blocks of " +
+                                                std::to_string(l.geometry.block) + " threads, given " +
+                                                std::to_string(l.geometry.dynamic_smem));
+  }
   if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
                                               std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");

@@ -94,11 +94,29 @@ constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i,
 }
 // block_row packs a thread on the vector path (others: half; causal too,
 // whose column compares spill 8 packs of 16-bit values on sm_80; the
-// widening softmax's forward twice as many: its packs hold 8 bytes of x).
+// widening softmax's forward twice as many: its packs hold 8 bytes of x),
+// but for a mask tensor: its 2 and 4 packs hold their mask packs in
+// registers, its 8 (fused_mask_in_shared) in shared memory, where 8 packs
+// of scores and mask spill past kFusedRegisterCap.
 inline constexpr std::array<int, 3> kFusedBlockVpt{2, 4, 8};
+constexpr bool fused_mask_tensor(FusedOp op, MaskKind mask) {
+  return op == FusedOp::masked_softmax && (mask == MaskKind::additive || mask == MaskKind::boolean);
+}
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
   if (op == FusedOp::widening_softmax) return 2 * kFusedBlockVpt[i];
+  if (fused_mask_tensor(op, mask)) return kFusedBlockVpt[i];
   return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
+}
+// The block_row entries that copy each mask pack into the block's dynamic
+// shared memory (cp.async, no register) and read it there: a row's mask,
+// pack p at place p, blocks x packs-a-thread places of
+// fused_mask_pack_bytes each.
+constexpr bool fused_mask_in_shared(FusedOp op, MaskKind mask, FusedStrategy strategy, int vec, int vpt) {
+  return fused_mask_tensor(op, mask) && strategy == FusedStrategy::block_row && vec > 1 &&
+         vpt == kFusedBlockVpt.back();
+}
+constexpr int fused_mask_pack_bytes(MaskKind mask, DType dtype) {
+  return mask == MaskKind::boolean ? 16 / dtype_size(dtype) : 16;  // a byte an element, or a pack of x's dtype
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in
 // flight to cover memory latency with 1- to 4-byte accesses.

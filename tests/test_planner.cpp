@@ -597,6 +597,57 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   CHECK(plan_fused(h100, whole).kernel == "block_row<masked_softmax:causal,bf16,vec1,v8>");
 }
 
+TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask in shared memory") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  const DeviceProps mi250 = device_file("mi250x_gcd.json");
+  const auto plan = [](const DeviceProps& dev, MaskKind mask, std::int64_t cols, DType dt = DType::bf16) {
+    return plan_fused(dev, fused_shape(FusedOp::masked_softmax, mask, dt, 4096, cols, true));
+  };
+  // Sk = 32768 bf16: 4096 packs. With the mask in registers, 1024 threads
+  // x 4 packs, one block an SM; with it in shared memory, 512 x 8, two:
+  // 512 x 8 places of 8 bytes (boolean) or 16 (additive).
+  for (MaskKind mask : {MaskKind::boolean, MaskKind::additive}) {
+    CAPTURE(to_string(mask));
+    const std::int64_t place = mask == MaskKind::boolean ? 8 : 16;
+    auto p = plan(h100, mask, 32768);
+    CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v8,mask_in_smem>");
+    CHECK(p.launch.geometry.block == 512);
+    CHECK(p.launch.geometry.dynamic_smem == 512 * 8 * place);
+    CHECK(p.why.find("its mask packs in shared memory (" + std::to_string(4 * place) + " KiB, cp.async)") !=
+          std::string::npos);
+    CHECK(p.why.find("2 blocks an SM") != std::string::npos);
+    // 16384 and 8192: blocks of 256 and 128 x 8 packs, four and eight an SM.
+    p = plan(h100, mask, 16384);
+    CHECK(p.launch.geometry.block == 256);
+    CHECK(p.launch.geometry.dynamic_smem == 256 * 8 * place);
+    CHECK(p.why.find("4 blocks an SM") != std::string::npos);
+    CHECK(plan(h100, mask, 8192).launch.geometry.block == 128);
+    // 4096: 128 threads x 4 packs in registers hold as much an SM.
+    p = plan(h100, mask, 4096);
+    CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v4>");
+    CHECK(p.launch.geometry.dynamic_smem == 0);
+    // Odd rows take the entry with edges; f32 masks too (4-byte boolean packs).
+    CHECK(plan(h100, mask, 32767).kernel.find(",v8,mask_in_smem,edges>") != std::string::npos);
+    CHECK(plan(h100, mask, 16384, DType::f32).kernel.find(",v8,mask_in_smem>") != std::string::npos);
+    // AMD has no copy that bypasses registers: the mask stays in them.
+    p = plan(mi250, mask, 32768);
+    CHECK(p.kernel.find("mask_in_smem") == std::string::npos);
+    CHECK(p.launch.geometry.dynamic_smem == 0);
+  }
+  // DUET_PERSISTENT: one wave of the two blocks an SM, each over several rows.
+  PlanOptions one_wave;
+  one_wave.persistent = true;
+  const auto many = fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 100000, 32768, true);
+  CHECK(plan_fused(h100, many, one_wave).launch.geometry.grid == 2 * h100.sm_count);
+  CHECK(plan_fused(h100, many).launch.geometry.grid == std::min<std::int64_t>(100000, 64 * 2 * h100.sm_count));
+  // Without a mask tensor nothing goes to shared memory.
+  CHECK(plan(h100, MaskKind::none, 32768).launch.geometry.dynamic_smem == 0);
+  CHECK(plan(h100, MaskKind::causal, 32768).launch.geometry.dynamic_smem == 0);
+  CHECK(fused_mask_pack_bytes(MaskKind::boolean, DType::f32) == 4);
+  CHECK(fused_mask_pack_bytes(MaskKind::boolean, DType::f16) == 8);
+  CHECK(fused_mask_pack_bytes(MaskKind::additive, DType::f32) == 16);
+}
+
 TEST_CASE("fused planner: every vector shape covers the longest body of a row") {
   // A row of cols elements holds at most cols / vec whole packs (when it
   // starts on a pack); its edges need the first vec - 1 threads of the row.

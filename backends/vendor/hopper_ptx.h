@@ -71,6 +71,10 @@ __device__ __forceinline__ void duet_cp_async8(void* smem_dst, const void* globa
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
                : "memory");
 }
+__device__ __forceinline__ void duet_cp_async4(void* smem_dst, const void* global_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
+               : "memory");
+}
 __device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void duet_cp_async_wait_group() {

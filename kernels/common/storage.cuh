@@ -171,7 +171,7 @@ __device__ __forceinline__ void store_streaming(V* p, const V& v) {
     *p = v;
 }
 
-// A pack of 16 or 8 bytes copied from global to this thread's place in
+// A pack of 16, 8 or 4 bytes copied from global to this thread's place in
 // shared memory. Where the device has cp.async (DUET_DEVICE_CP_ASYNC) no
 // register holds it and the copy is in flight until shared_copies_wait
 // covers it; the copies since the last shared_copies_commit form a group.
@@ -179,12 +179,14 @@ __device__ __forceinline__ void store_streaming(V* p, const V& v) {
 // nothing).
 template <class V>
 __device__ __forceinline__ void copy_to_shared(V* dst, const V* src) {
-  static_assert(sizeof(V) == 16 || sizeof(V) == 8, "cp.async moves 16 or 8 bytes here");
+  static_assert(sizeof(V) == 16 || sizeof(V) == 8 || sizeof(V) == 4, "cp.async moves 16, 8 or 4 bytes");
 #if DUET_DEVICE_CP_ASYNC
   if constexpr (sizeof(V) == 16)
     duet_cp_async16(dst, src);
-  else
+  else if constexpr (sizeof(V) == 8)
     duet_cp_async8(dst, src);
+  else
+    duet_cp_async4(dst, src);
 #else
   *dst = *src;
 #endif

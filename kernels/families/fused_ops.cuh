@@ -112,16 +112,25 @@ __device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
 // ------------------------------------------------------------ masked softmax
 // v = scale * x + mask (additive), -inf where masked (boolean, causal);
 // y = softmax(v). A row with every v = -inf gives NaN, or zeros when
-// zero_masked_rows.
+// zero_masked_rows. With SHARED (block_row's widest entries,
+// fused_mask_in_shared) a mask pack goes from global to shared memory by
+// cp.async, pack p of the row at place p of the block's dynamic shared
+// memory, and is read there: the Item holds x alone. The kernel waits for
+// its copies (mask_copies_wait) before the first accumulate; a thread reads
+// only the places it filled, so no barrier orders them, and each place is
+// refilled for the next row only after this row's stores, which consume
+// every read of it.
 struct MaskedSoftmaxFinal {
   float m, inv_s;
   bool dead;
 };
 
-template <class T, int PACK, MaskKind MASK>
+template <class T, int PACK, MaskKind MASK, bool SHARED = false>
 struct MaskedSoftmaxOp {
+  static_assert(!SHARED || MASK == MaskKind::additive || MASK == MaskKind::boolean, "only a mask tensor is copied");
   static constexpr bool kSoftmax = true;
   static constexpr int kSums = 0;
+  static constexpr bool kMaskInShared = SHARED;
   using Elem = T;
   using V = PackWords<T, PACK>;
   using MaskPack = std::conditional_t<MASK == MaskKind::additive, V,
@@ -137,12 +146,13 @@ struct MaskedSoftmaxOp {
   // No member for a mask that reads nothing: an empty one would still take
   // a stash slot's bytes (nvcc lays it out even where [[no_unique_address]]
   // makes sizeof say otherwise).
-  using Item = std::conditional_t<std::is_same_v<MaskPack, NoPack>, ItemWithoutMask, ItemWithMask>;
+  using Item = std::conditional_t<std::is_same_v<MaskPack, NoPack> || SHARED, ItemWithoutMask, ItemWithMask>;
   using Final = MaskedSoftmaxFinal;
 
   const V* x;
   V* out;
   const MaskPack* mask = nullptr;
+  MaskPack* shared_mask = nullptr;  // SHARED: the block's dynamic shared memory
   // causal: the last column query i sees, clamped to [-1, cols], less the
   // shift (a column of this policy's packs, p*PACK + e)
   int limit = 0;
@@ -168,13 +178,17 @@ struct MaskedSoftmaxOp {
           mask = reinterpret_cast<const MaskPack*>(static_cast<const T*>(a.mask) + off);
         else
           mask = reinterpret_cast<const MaskPack*>(static_cast<const std::uint8_t*>(a.mask) + off);
+        if constexpr (SHARED) {
+          extern __shared__ float4 dynamic_smem[];
+          shared_mask = reinterpret_cast<MaskPack*>(dynamic_smem);
+        }
       }
     }
   }
   // The same row and shift in packs of another size (Scalar from the body's
   // policy): the same pointers and limit, nothing computed again.
-  template <int P>
-  __device__ __forceinline__ explicit MaskedSoftmaxOp(const MaskedSoftmaxOp<T, P, MASK>& o)
+  template <int P, bool S>
+  __device__ __forceinline__ explicit MaskedSoftmaxOp(const MaskedSoftmaxOp<T, P, MASK, S>& o)
       : x(reinterpret_cast<const V*>(o.x)),
         out(reinterpret_cast<V*>(o.out)),
         mask(reinterpret_cast<const MaskPack*>(o.mask)),
@@ -192,21 +206,40 @@ struct MaskedSoftmaxOp {
         return;
       }
     }
+    if constexpr (SHARED) copy_to_shared(shared_mask + p, mask + p);
     it.x = load_hinted<H>(x + p);
-    if constexpr (MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
-    if constexpr (MASK == MaskKind::boolean) it.mk = mask[p];
+    if constexpr (!SHARED && MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
+    if constexpr (!SHARED && MASK == MaskKind::boolean) it.mk = mask[p];
+  }
+  // SHARED: this thread's copies of its mask packs have landed.
+  __device__ __forceinline__ void mask_copies_wait() const {
+    if constexpr (SHARED) {
+      shared_copies_commit();
+      shared_copies_wait<0>();
+    }
   }
 
-  __device__ __forceinline__ float value(const Item& it, int e, std::int64_t p) const {
+  // Pack p's mask, read once a pack: from the Item, or from shared memory.
+  __device__ __forceinline__ MaskPack mask_of(const Item& it, std::int64_t p) const {
+    if constexpr (SHARED)
+      return shared_mask[p];
+    else if constexpr (std::is_same_v<MaskPack, NoPack>)
+      return NoPack{};
+    else
+      return it.mk;
+  }
+
+  __device__ __forceinline__ float value(const Item& it, const MaskPack& mk, int e, std::int64_t p) const {
     float v = scale * element<T>(it.x, e);
-    if constexpr (MASK == MaskKind::additive) v += element<T>(it.mk, e);
-    if constexpr (MASK == MaskKind::boolean) v = mask_byte(it.mk, e) != 0 ? kNegInf : v;
+    if constexpr (MASK == MaskKind::additive) v += element<T>(mk, e);
+    if constexpr (MASK == MaskKind::boolean) v = mask_byte(mk, e) != 0 ? kNegInf : v;
     if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }
 
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
-    online_add<PACK>(acc.m, acc.s, [&](int e) { return value(it, e, p); });
+    const MaskPack mk = mask_of(it, p);
+    online_add<PACK>(acc.m, acc.s, [&](int e) { return value(it, mk, e, p); });
   }
 
   __device__ __forceinline__ Final finish(const RowAcc& r) const { return {r.m, 1.0f / r.s, r.m == kNegInf}; }
@@ -221,7 +254,8 @@ struct MaskedSoftmaxOp {
       const float fill = zero_rows ? 0.0f : kNaN;
       o = make_pack<T, V>([&](int) { return fill; });
     } else {
-      o = make_pack<T, V>([&](int e) { return exp_shifted(value(it, e, p), f.m) * f.inv_s; });
+      const MaskPack mk = mask_of(it, p);
+      o = make_pack<T, V>([&](int e) { return exp_shifted(value(it, mk, e, p), f.m) * f.inv_s; });
     }
     store_pack(out + p, o, streaming);
   }
@@ -404,17 +438,13 @@ struct CeGradPacks : LogitPacks<T, PACK> {
   __device__ __forceinline__ explicit CeGradPacks(const CeGradPacks<T, P>& o)
       : LogitPacks<T, PACK>{reinterpret_cast<const V*>(o.x)}, a(o.a), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
 
-  // An ignored or invalid row's fill chosen once a pack, as the masked
-  // softmax's dead rows.
+  // An ignored or invalid row's fill: one test a row, a select an element.
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const CeFinal& f, bool streaming) const {
     const int c0 = static_cast<int>(p) * PACK;
-    V o;
-    if (f.zero || f.nan) {
-      const float fill = f.zero ? 0.0f : kNaN;
-      o = make_pack<T, V>([&](int) { return fill; });
-    } else {
-      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
-    }
+    const bool fill_row = f.zero || f.nan;
+    const float fill = f.zero ? 0.0f : kNaN;
+    const V o = make_pack<T, V>(
+        [&](int e) { return fill_row ? fill : ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
     store_pack(out + p, o, streaming);
   }
 };

@@ -3,7 +3,8 @@
 //   fused_group_kernel   GROUP threads a row, VPT packs each in registers,
 //                        kFusedGroupBlock / GROUP rows a block; shuffles only.
 //   fused_block_kernel   one block a row (run-time size), VPT packs a thread
-//                        in registers; one barrier a row.
+//                        in registers (a mask tensor's packs in the widest
+//                        entries in dynamic shared memory); one barrier a row.
 //   fused_stream_kernel  one block a row at a time, rows of any length: a
 //                        first pass of VPT-pack chunks into the thread's
 //                        online pair, one barrier, then a second pass over
@@ -203,6 +204,15 @@ __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Fi
   }
 }
 
+// Ops that copy a pack's mask to shared memory (MaskedSoftmaxOp's SHARED)
+// wait for a row's copies after its loads, before its first accumulate.
+template <class Op>
+__device__ __forceinline__ void wait_mask_copies(const Op& op) {
+  if constexpr (requires { Op::kMaskInShared; }) {
+    if constexpr (Op::kMaskInShared) op.mask_copies_wait();
+  }
+}
+
 template <class Op>
 __device__ __forceinline__ RowAcc combine_block(RowAcc r, FusedScratch& scratch, int parity) {
   constexpr int W = DUET_DEVICE_WARP_SIZE;
@@ -276,6 +286,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
       const int p = j * nt + tid;
       if (p < packs) op.template load<LoadHint::keep>(it[j], p);
     }
+    wait_mask_copies(op);
     RowAcc acc;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
@@ -403,6 +414,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
       const int p = j * nt + tid;
       if (p < span.body) op.template load<LoadHint::keep>(it[j], p);
     }
+    wait_mask_copies(op);
     RowAcc acc;
     edges.accumulate(acc);
 #pragma unroll

@@ -566,6 +566,41 @@ TEST_CASE("fused masked softmax: strides, misaligned rows, in place, temperature
     }
 }
 
+TEST_CASE("fused masked softmax: masks in shared memory, each block over several rows") {
+  const Device dev = duet::testing::first_gpu();
+  // One wave of blocks, so each block refills its mask places for row
+  // after row (the usual grid gives these shapes a block a row).
+  const duet::testing::RestorePlanOptions restore;
+  PlanOptions one_wave = plan_options();
+  one_wave.persistent = true;
+  set_plan_options(one_wave);
+  for (DType dt : {DType::bf16, DType::f32})
+    for (MaskKind mk : {MaskKind::boolean, MaskKind::additive})
+      for (std::int64_t cols : {32768, 32767}) {
+        MsCase c;
+        c.dtype = dt;
+        c.mask = mk;
+        c.cols = cols;
+        c.batch = 2;
+        c.heads = 1;  // the mask's rows at the scores' offsets within a pack, odd Sk too
+        c.fully_masked = true;
+        FusedShape s;
+        s.op = FusedOp::masked_softmax;
+        s.dtype = dt;
+        s.mask_kind = mk;
+        s.rows = 1 << 20;
+        s.cols = cols;
+        s.row_edges = cols % dtype_vec16(dt) != 0;
+        const FusedPlan plan = plan_fused(dev.props(), s, plan_options());
+        if (plan.kernel.find("mask_in_smem") == std::string::npos) {
+          MESSAGE("skipped: ", plan.kernel, " keeps the mask in registers on ", dev.props().name);
+          continue;
+        }
+        c.seq_q = plan.launch.geometry.grid + 3;  // 2 x (grid + 3) rows: two or three a block
+        run_masked(dev, c);
+      }
+}
+
 TEST_CASE("fused masked softmax backward matches the double reference") {
   const Device dev = duet::testing::first_gpu();
   for (DType dt : {DType::f32, DType::bf16, DType::f16})

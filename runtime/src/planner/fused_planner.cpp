@@ -10,7 +10,9 @@
 //   up to 256 packs          group_rows: 8 or 32 threads a row, in registers
 //   up to a block's registers block_row: one block a row, the block size and
 //                            packs a thread that keep the most of a row
-//                            resident an SM
+//                            resident an SM; a mask tensor's widest entry
+//                            keeps the row's mask packs in shared memory
+//                            (NVIDIA sm_80+: cp.async), its x in registers
 //   longer                   stream_row: one 1024-thread block a row at a
 //                            time, two passes; the second reads what fits
 //                            of the row in the block's shared memory
@@ -82,6 +84,7 @@ std::string fused_variant_name(const FusedVariant& v) {
   }
   name += ",v";
   name += std::to_string(v.vpt);
+  if (fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt)) name += ",mask_in_smem";
   if (v.edges) name += ",edges";
   name += ">";
   return name;
@@ -97,12 +100,16 @@ constexpr std::int64_t kMaxWaves = 64;
 
 // Blocks of `threads` an SM holds at the register cap, by threads, registers
 // and blocks (at least 1: every catalogue block fits a 64K-register SM).
-int blocks_per_sm(const DeviceProps& dev, int threads) {
+// With `smem` dynamic bytes a block (beside its scratch), by shared memory
+// too.
+int blocks_per_sm(const DeviceProps& dev, int threads, std::int64_t smem = 0) {
   const int warp = std::max(dev.warp_size, 1);
   const std::int64_t t = cdiv(threads, warp) * warp;
   std::int64_t n = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm / t : 1;
   if (dev.regs_per_sm > 0) n = std::min<std::int64_t>(n, dev.regs_per_sm / (t * kFusedRegisterCap));
   if (dev.max_blocks_per_sm > 0) n = std::min<std::int64_t>(n, dev.max_blocks_per_sm);
+  if (smem > 0 && dev.smem_per_sm > 0)
+    n = std::min<std::int64_t>(n, dev.smem_per_sm / (smem + kFusedScratchBytes + dev.smem_reserved_per_block));
   return static_cast<int>(std::max<std::int64_t>(n, 1));
 }
 
@@ -145,7 +152,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
 
   FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0, edges};
   int threads = 0;
-  std::int64_t stash_bytes = 0;
+  std::int64_t stash_bytes = 0;  // stream_row's stash, or block_row's shared mask
   std::string why;
   const int longest = int(kFusedGroupShapes.size()) - 1;
   if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, longest, edges)[1]) {
@@ -170,18 +177,30 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   } else {
     // block_row: of the packs-a-thread choices that hold the row in one
     // block, the one with the most of a row resident an SM (blocks an SM x
-    // packs a block in use), ties to fewer packs a thread.
+    // packs a block in use), ties to fewer packs a thread. A mask tensor's
+    // widest entry copies its mask packs to shared memory (a block's
+    // threads x packs places), where the device copies without registers
+    // (NVIDIA sm_80+; elsewhere each copy would pass through one) and the
+    // places fit the opt-in.
     std::int64_t best = 0;
     auto consider = [&](int vpt) {
       const std::int64_t t =
           std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, kFusedBlockMinThreads, kFusedBlockMaxThreads);
       if (t * vpt < nv) return;
-      const std::int64_t resident = std::int64_t(blocks_per_sm(dev, static_cast<int>(t))) * std::min(nv, t * vpt);
+      std::int64_t smem = 0;
+      if (fused_mask_in_shared(s.op, mask, FusedStrategy::block_row, vec, vpt)) {
+        smem = t * vpt * fused_mask_pack_bytes(mask, s.dtype);
+        if (dev.vendor != Vendor::nvidia || dev.cc_major < 8 || smem + kFusedScratchBytes > dev.smem_per_block_optin)
+          return;
+      }
+      const std::int64_t resident =
+          std::int64_t(blocks_per_sm(dev, static_cast<int>(t), smem)) * std::min(nv, t * vpt);
       if (resident > best) {
         best = resident;
         v.strategy = FusedStrategy::block_row;
         v.vpt = vpt;
         threads = static_cast<int>(t);
+        stash_bytes = smem;
       }
     };
     if (vec > 1)
@@ -191,6 +210,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
     if (best > 0) {
       why = "row of " + packs + " fits one block of " + std::to_string(threads) + " threads x " +
             std::to_string(v.vpt) + (vec > 1 ? " packs" : " elements") + " in registers";
+      if (stash_bytes > 0)
+        why += ", its mask packs in shared memory (" + std::to_string(stash_bytes / 1024) + " KiB, cp.async)";
     } else {
       v.strategy = FusedStrategy::stream_row;
       v.vpt = fused_stream_vpt(s.op, mask, vec);
@@ -240,11 +261,12 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   if (variant < 0) throw Error(Status::internal, "no compiled fused kernel for " + fused_variant_name(v));
 
   const std::int64_t rows_per_block = v.strategy == FusedStrategy::group_rows ? kFusedGroupBlock / v.group : 1;
-  const int per_sm = blocks_per_sm(dev, threads);
+  const int per_sm = blocks_per_sm(dev, threads, v.strategy == FusedStrategy::block_row ? stash_bytes : 0);
   const std::int64_t resident = std::int64_t(std::max(dev.sm_count, 1)) * per_sm;
   // stream_row: one wave, each block walking rows one at a time, so the
-  // rows between their two passes are at most one a block.
-  const std::int64_t waves = v.strategy == FusedStrategy::stream_row ? 1 : kMaxWaves;
+  // rows between their two passes are at most one a block; the others as
+  // well with DUET_PERSISTENT=1.
+  const std::int64_t waves = v.strategy == FusedStrategy::stream_row || options.persistent ? 1 : kMaxWaves;
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
 
