@@ -206,11 +206,13 @@ __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Fi
 
 // Ops that copy a pack's mask to shared memory (MaskedSoftmaxOp's SHARED)
 // wait for a row's copies after its loads, before its first accumulate.
+template <class Op, class = void>
+struct MaskInShared : std::false_type {};
+template <class Op>
+struct MaskInShared<Op, std::void_t<decltype(Op::kMaskInShared)>> : std::bool_constant<Op::kMaskInShared> {};
 template <class Op>
 __device__ __forceinline__ void wait_mask_copies(const Op& op) {
-  if constexpr (requires { Op::kMaskInShared; }) {
-    if constexpr (Op::kMaskInShared) op.mask_copies_wait();
-  }
+  if constexpr (MaskInShared<Op>::value) op.mask_copies_wait();
 }
 
 template <class Op>
