@@ -616,19 +616,23 @@ TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask 
     CHECK(p.why.find("its mask packs in shared memory (" + std::to_string(4 * place) + " KiB, cp.async)") !=
           std::string::npos);
     CHECK(p.why.find("2 blocks an SM") != std::string::npos);
-    // 16384 and 8192: blocks of 256 and 128 x 8 packs, four and eight an SM.
-    p = plan(h100, mask, 16384);
-    CHECK(p.launch.geometry.block == 256);
-    CHECK(p.launch.geometry.dynamic_smem == 256 * 8 * place);
-    CHECK(p.why.find("4 blocks an SM") != std::string::npos);
-    CHECK(plan(h100, mask, 8192).launch.geometry.block == 128);
-    // 4096: 128 threads x 4 packs in registers hold as much an SM.
-    p = plan(h100, mask, 4096);
-    CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v4>");
-    CHECK(p.launch.geometry.dynamic_smem == 0);
-    // Odd rows take the entry with edges; f32 masks too (4-byte boolean packs).
+    // 16384, 8192, 4096: the mask in registers already gives two blocks an
+    // SM or more (512, 256, 128 threads x 4 packs): it stays there.
+    for (std::int64_t cols : {16384, 8192, 4096}) {
+      CAPTURE(cols);
+      p = plan(h100, mask, cols);
+      CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v4>");
+      CHECK(p.launch.geometry.block == cols / 32);
+      CHECK(p.launch.geometry.dynamic_smem == 0);
+    }
+    // Odd rows take the entry with edges. f32 rows of 32768 (8192 packs)
+    // fit no block with the mask in registers: 1024 x 8, one an SM, with it
+    // in shared memory (4-byte boolean packs).
     CHECK(plan(h100, mask, 32767).kernel.find(",v8,mask_in_smem,edges>") != std::string::npos);
-    CHECK(plan(h100, mask, 16384, DType::f32).kernel.find(",v8,mask_in_smem>") != std::string::npos);
+    p = plan(h100, mask, 32768, DType::f32);
+    CHECK(p.kernel.find(",v8,mask_in_smem>") != std::string::npos);
+    CHECK(p.launch.geometry.block == 1024);
+    CHECK(p.launch.geometry.dynamic_smem == 1024 * 8 * (mask == MaskKind::boolean ? 4 : 16));
     // AMD has no copy that bypasses registers: the mask stays in them.
     p = plan(mi250, mask, 32768);
     CHECK(p.kernel.find("mask_in_smem") == std::string::npos);

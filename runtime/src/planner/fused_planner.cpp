@@ -181,8 +181,11 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
     // widest entry copies its mask packs to shared memory (a block's
     // threads x packs places), where the device copies without registers
     // (NVIDIA sm_80+; elsewhere each copy would pass through one) and the
-    // places fit the opt-in.
+    // places fit the opt-in, and only where the entries with the mask in
+    // registers leave one block an SM: with two or more, those ran 1-3%
+    // faster (bench/NOTES.md v53).
     std::int64_t best = 0;
+    int best_per_sm = 0;
     auto consider = [&](int vpt) {
       const std::int64_t t =
           std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, kFusedBlockMinThreads, kFusedBlockMaxThreads);
@@ -190,13 +193,15 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       std::int64_t smem = 0;
       if (fused_mask_in_shared(s.op, mask, FusedStrategy::block_row, vec, vpt)) {
         smem = t * vpt * fused_mask_pack_bytes(mask, s.dtype);
-        if (dev.vendor != Vendor::nvidia || dev.cc_major < 8 || smem + kFusedScratchBytes > dev.smem_per_block_optin)
+        if (dev.vendor != Vendor::nvidia || dev.cc_major < 8 || smem + kFusedScratchBytes > dev.smem_per_block_optin ||
+            best_per_sm > 1)
           return;
       }
-      const std::int64_t resident =
-          std::int64_t(blocks_per_sm(dev, static_cast<int>(t), smem)) * std::min(nv, t * vpt);
+      const int per_sm = blocks_per_sm(dev, static_cast<int>(t), smem);
+      const std::int64_t resident = std::int64_t(per_sm) * std::min(nv, t * vpt);
       if (resident > best) {
         best = resident;
+        best_per_sm = per_sm;
         v.strategy = FusedStrategy::block_row;
         v.vpt = vpt;
         threads = static_cast<int>(t);
