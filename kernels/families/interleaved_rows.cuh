@@ -133,9 +133,15 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
     if constexpr (VPT > 0) {
       V v[VPT];
       V g[BACKWARD ? VPT : 1];
+      // Forward: a place past the row holds -inf, which the max ignores and
+      // whose exp is 0, so the max and the sum run over every place without
+      // a test; a test an element became a branch around each element's
+      // exp (bench/NOTES.md v54).
+      const V empty = make_pack<T, V>([](int) { return BACKWARD ? 0.0f : kNegInf; });
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         const std::int64_t c = slot + std::int64_t(k) * slots;
+        v[k] = empty;
         if (live && c < cols) {
           v[k] = load(x, a.x_col_stride, c);
           if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
@@ -161,16 +167,14 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
         for (int e = 0; e < VEC; ++e) {
           m[e] = kNegInf;
 #pragma unroll
-          for (int k = 0; k < VPT; ++k)
-            if (has(k)) m[e] = fmaxf(m[e], at(v[k], e));
+          for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], at(v[k], e));
         }
         across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           s[e] = 0.0f;
 #pragma unroll
-          for (int k = 0; k < VPT; ++k)
-            if (has(k)) s[e] += exp_shifted(at(v[k], e), m[e]);
+          for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), m[e]);
         }
         across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
 #pragma unroll
