@@ -137,11 +137,11 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
       // whose exp is 0, so the max and the sum run over every place without
       // a test; a test an element became a branch around each element's
       // exp (bench/NOTES.md v54).
-      const V empty = make_pack<T, V>([](int) { return BACKWARD ? 0.0f : kNegInf; });
+      const V empty = make_pack<T, V>([](int) { return kNegInf; });
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
         const std::int64_t c = slot + std::int64_t(k) * slots;
-        v[k] = empty;
+        if constexpr (!BACKWARD) v[k] = empty;
         if (live && c < cols) {
           v[k] = load(x, a.x_col_stride, c);
           if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
