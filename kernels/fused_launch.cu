@@ -27,7 +27,7 @@ constexpr FusedKernelFn make_fused_entry() {
   using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
   static_assert(v.vec == 1 || sizeof(typename Op::Item) == fused_item_bytes(v.op, v.mask, v.dtype),
                 "the planner sizes stream_row's stash by fused_item_bytes");
-  if constexpr (fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt)) {
+  if constexpr (fused_mask_in_shared(v)) {
     using SharedMaskOp = kernels::MaskedSoftmaxOp<T, v.vec, v.mask, true>;
     static_assert(sizeof(typename SharedMaskOp::MaskPack) == fused_mask_pack_bytes(v.mask, v.dtype),
                   "the planner sizes the shared mask by fused_mask_pack_bytes");
@@ -88,13 +88,13 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                 fused_variant_name(v) + " needs every tensor's rows to start at the same offset within a " +
                     std::to_string(v.vec) + "-element pack as x's (pointers and row strides congruent modulo " +
                     std::to_string(v.vec) + " elements); plan with vector_ok = false");
-  const bool shared_mask = fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt);
+  const bool shared_mask = fused_mask_in_shared(v);
   if (l.geometry.dynamic_smem < 0 ||
       (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row && !shared_mask))
     throw Error(Status::invalid_argument, fused_variant_name(v) + " takes no dynamic shared memory (asked for " +
                                               std::to_string(l.geometry.dynamic_smem) + " bytes)");
   if (shared_mask) {
-    const std::int64_t need = std::int64_t(l.geometry.block) * v.vpt * fused_mask_pack_bytes(v.mask, v.dtype);
+    const std::int64_t need = fused_shared_mask_bytes(v.mask, v.dtype, l.geometry.block, v.vpt);
     if (l.geometry.dynamic_smem < need)
       throw Error(Status::invalid_argument, fused_variant_name(v) + " keeps its mask packs in shared memory: " +
                                                 std::to_string(need) + " bytes for blocks of " +

@@ -115,8 +115,15 @@ constexpr bool fused_mask_in_shared(FusedOp op, MaskKind mask, FusedStrategy str
   return fused_mask_tensor(op, mask) && strategy == FusedStrategy::block_row && vec > 1 &&
          vpt == kFusedBlockVpt.back();
 }
+constexpr bool fused_mask_in_shared(const FusedVariant& v) {
+  return fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt);
+}
 constexpr int fused_mask_pack_bytes(MaskKind mask, DType dtype) {
   return mask == MaskKind::boolean ? 16 / dtype_size(dtype) : 16;  // a byte an element, or a pack of x's dtype
+}
+// The dynamic shared memory those entries need for blocks of `threads`.
+constexpr std::int64_t fused_shared_mask_bytes(MaskKind mask, DType dtype, std::int64_t threads, int vpt) {
+  return threads * vpt * fused_mask_pack_bytes(mask, dtype);
 }
 // The scalar path (vec = 1): one shape each, enough elements a thread in
 // flight to cover memory latency with 1- to 4-byte accesses.

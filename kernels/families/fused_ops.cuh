@@ -116,7 +116,7 @@ __device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
 // fused_mask_in_shared) a mask pack goes from global to shared memory by
 // cp.async, pack p of the row at place p of the block's dynamic shared
 // memory, and is read there: the Item holds x alone. The kernel waits for
-// its copies (mask_copies_wait) before the first accumulate; a thread reads
+// its copies (wait_mask_copies) before the first accumulate; a thread reads
 // only the places it filled, so no barrier orders them, and each place is
 // refilled for the next row only after this row's stores, which consume
 // every read of it.
@@ -211,14 +211,6 @@ struct MaskedSoftmaxOp {
     if constexpr (!SHARED && MASK == MaskKind::additive) it.mk = load_hinted<H>(mask + p);
     if constexpr (!SHARED && MASK == MaskKind::boolean) it.mk = mask[p];
   }
-  // SHARED: this thread's copies of its mask packs have landed.
-  __device__ __forceinline__ void mask_copies_wait() const {
-    if constexpr (SHARED) {
-      shared_copies_commit();
-      shared_copies_wait<0>();
-    }
-  }
-
   // Pack p's mask, read once a pack: from the Item, or from shared memory.
   __device__ __forceinline__ MaskPack mask_of(const Item& it, std::int64_t p) const {
     if constexpr (SHARED)

@@ -211,8 +211,11 @@ struct MaskInShared : std::false_type {};
 template <class Op>
 struct MaskInShared<Op, std::void_t<decltype(Op::kMaskInShared)>> : std::bool_constant<Op::kMaskInShared> {};
 template <class Op>
-__device__ __forceinline__ void wait_mask_copies(const Op& op) {
-  if constexpr (MaskInShared<Op>::value) op.mask_copies_wait();
+__device__ __forceinline__ void wait_mask_copies() {
+  if constexpr (MaskInShared<Op>::value) {
+    shared_copies_commit();
+    shared_copies_wait<0>();
+  }
 }
 
 template <class Op>
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
       const int p = j * nt + tid;
       if (p < packs) op.template load<LoadHint::keep>(it[j], p);
     }
-    wait_mask_copies(op);
+    wait_mask_copies<Op>();
     RowAcc acc;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
@@ -416,7 +419,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
       const int p = j * nt + tid;
       if (p < span.body) op.template load<LoadHint::keep>(it[j], p);
     }
-    wait_mask_copies(op);
+    wait_mask_copies<Op>();
     RowAcc acc;
     edges.accumulate(acc);
 #pragma unroll

@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
       V g[BACKWARD ? VPT : 1];
       // Forward: a place past the row holds -inf, which the max ignores and
       // whose exp is 0, so the max and the sum run over every place without
-      // a test; a test an element became a branch around each element's
-      // exp (bench/NOTES.md v54).
+      // a test; a test an element compiles to a branch around each
+      // element's exp (bench/NOTES.md v54).
       const V empty = make_pack<T, V>([](int) { return kNegInf; });
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {

@@ -84,7 +84,7 @@ std::string fused_variant_name(const FusedVariant& v) {
   }
   name += ",v";
   name += std::to_string(v.vpt);
-  if (fused_mask_in_shared(v.op, v.mask, v.strategy, v.vec, v.vpt)) name += ",mask_in_smem";
+  if (fused_mask_in_shared(v)) name += ",mask_in_smem";
   if (v.edges) name += ",edges";
   name += ">";
   return name;
@@ -192,7 +192,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       if (t * vpt < nv) return;
       std::int64_t smem = 0;
       if (fused_mask_in_shared(s.op, mask, FusedStrategy::block_row, vec, vpt)) {
-        smem = t * vpt * fused_mask_pack_bytes(mask, s.dtype);
+        smem = fused_shared_mask_bytes(mask, s.dtype, t, vpt);
         if (dev.vendor != Vendor::nvidia || dev.cc_major < 8 || smem + kFusedScratchBytes > dev.smem_per_block_optin ||
             best_per_sm > 1)
           return;
