@@ -105,7 +105,8 @@ constexpr bool fused_mask_tensor(FusedOp op, MaskKind mask) {
 constexpr int fused_block_vpt(FusedOp op, MaskKind mask, int i) {
   if (op == FusedOp::widening_softmax) return 2 * kFusedBlockVpt[i];
   if (fused_mask_tensor(op, mask)) return kFusedBlockVpt[i];
-  return fused_light(op, mask) && mask != MaskKind::causal ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
+  const bool full = (fused_light(op, mask) && mask != MaskKind::causal) || op == FusedOp::cross_entropy;
+  return full ? kFusedBlockVpt[i] : kFusedBlockVpt[i] / 2;
 }
 // The block_row entries that copy each mask pack into the block's dynamic
 // shared memory (cp.async, no register) and read it there: a row's mask,

@@ -571,9 +571,36 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   const DeviceProps h100 = device_file("h100_sxm.json");
   // An odd vocabulary, its rows at the same offsets in every tensor: the
   // vector kernel (8 bf16 a pack), the rows' edges element-wise.
+  // GPT-2's 50257 classes: one pass, the row in one block's registers.
   auto p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
-  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
-  CHECK(p.why.find("6282 packs of 8 (the elements off the pack grid apart)") != std::string::npos);
+  CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.why.find("6282 packs of 8 (the elements off the pack grid apart) fits one block of 832 threads x 8 packs") !=
+        std::string::npos);
+  // Llama 2's 32000: 8 packs a thread leave two blocks of 512 an SM.
+  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 32000, true));
+  CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8>");
+  CHECK(p.why.find("512 threads x 8 packs in registers; grid 8192 of 512 threads (2 blocks an SM") != std::string::npos);
+  // A block alone on its SM asks L2 for its next row while it reduces and
+  // writes this one; two blocks an SM cover each other's gaps.
+  CHECK_FALSE(p.launch.prefetch);
+  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
+  CHECK(p.launch.prefetch);
+  CHECK(p.why.find("; the block's next row asked into L2 after this row's loads; grid") != std::string::npos);
+  // stream_row always, a chunk ahead; never where the switch is off, nor on
+  // AMD (no prefetch instruction), nor in group_rows.
+  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true));
+  CHECK(p.launch.prefetch);
+  CHECK(p.why.find("each chunk's successor (the next row's first) asked into L2 after its loads") != std::string::npos);
+  PlanOptions no_prefetch;
+  no_prefetch.fused_prefetch = false;
+  CHECK_FALSE(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true),
+                         no_prefetch)
+                  .launch.prefetch);
+  CHECK_FALSE(plan_fused(device_file("mi250x_gcd.json"),
+                         fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true))
+                  .launch.prefetch);
+  CHECK_FALSE(plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::bf16, 8192, 2048, true))
+                  .launch.prefetch);
   // Rows at different offsets: the scalar kernel.
   p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, false));
   CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec1,v8>");
@@ -762,12 +789,13 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
   CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB: the rows between their passes "
                    "move 65 MiB, past L2's 50 MiB), the rest read again from L2") != std::string::npos);
-  // Rows whose passes L2 serves keep none: 132 rows of 50257 bf16 logits
-  // and their gradient move 25 MiB; in place (the gradient into the
+  // Rows whose passes L2 serves keep none: 132 rows of 70001 bf16 logits
+  // and their gradient move 35 MiB; in place (the gradient into the
   // logits), 128256 classes move 34 MiB.
-  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 50257);
+  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 70001);
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
   CHECK(p.launch.geometry.dynamic_smem == 0);
-  CHECK(p.why.find("(the rows between their passes move 25 MiB, within L2's 50 MiB)") != std::string::npos);
+  CHECK(p.why.find("(the rows between their passes move 35 MiB, within L2's 50 MiB)") != std::string::npos);
   FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
   in_place.in_place = true;
   CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 0);
@@ -783,8 +811,8 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   // An unknown L2 size: the stash wherever it fits.
   DeviceProps no_l2 = h100;
   no_l2.l2_bytes = 0;
-  CHECK(plan(no_l2, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 50257).launch.geometry.dynamic_smem ==
-        7 * 16384);
+  CHECK(plan(no_l2, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 70001).launch.geometry.dynamic_smem ==
+        9 * 16384);
   // Two tensors a position: slots of 32 KiB.
   p = plan(h100, FusedOp::masked_softmax_backward, MaskKind::none, DType::bf16, 1 << 20);
   CHECK(p.launch.geometry.dynamic_smem == 7 * 32768);
@@ -957,8 +985,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
     }
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
-                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
-                           "DUET_INTERLEAVED_TILE"})
+                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_FUSED_PREFETCH",
+                           "DUET_INTERLEAVED_STASH", "DUET_INTERLEAVED_TILE"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -970,6 +998,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(!none.force_split);
   CHECK(!none.persistent);
   CHECK(none.fused_stash);
+  CHECK(none.fused_prefetch);
   CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
@@ -982,6 +1011,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
   CHECK(!with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash);
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
+  CHECK(!with_env({{"DUET_FUSED_PREFETCH", "0"}}).fused_prefetch);
+  CHECK(with_env({{"DUET_FUSED_PREFETCH", "1"}}).fused_prefetch);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);
@@ -989,7 +1020,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
-                         Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"},
+                         Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"}, Var{"DUET_FUSED_PREFETCH", "yes"},
                          Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"}}) {
     INFO(bad.name, "=", bad.value);
     try {

@@ -313,7 +313,7 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   CHECK(has(plan["why"].get<std::string>(), "reverse chunk order"));
   // An odd vocabulary takes the vector path with its rows' edges apart; the
   // forward without the gradient reads each row once.
-  const Result odd = deviceinfo("--props " + quoted(h100) + " --op cross_entropy_forward --plan 4096x50257:bf16");
+  const Result odd = deviceinfo("--props " + quoted(h100) + " --op cross_entropy_forward --plan 4096x100003:bf16");
   REQUIRE(odd.code == 0);
   CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec8,v4,edges>"));
   CHECK(has(odd.out, "one online (max, sum) pass (nothing to write)"));
@@ -341,7 +341,7 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   const Result mi300 = deviceinfo("--props " + quoted(kSource / "tools" / "deviceinfo" / "devices" / "mi300x.json") +
                                   " --op cross_entropy --plan 8192x32000:bf16 --json");
   REQUIRE(mi300.code == 0);
-  CHECK(json::parse(mi300.out)["plans"].at(0)["variant"] == "block_row<cross_entropy,bf16,vec8,v4>");
+  CHECK(json::parse(mi300.out)["plans"].at(0)["variant"] == "block_row<cross_entropy,bf16,vec8,v8>");
   // A host file has no GPU plan for these.
   const Result host = deviceinfo("--props " + quoted(kHostFile) + " --op cross_entropy --plan 4x4096");
   REQUIRE(host.code == 0);

@@ -20,7 +20,9 @@
 //   writes()                whether the row has an output tensor
 //   store<S>(it, p, f)      writes pack p of the output
 //   epilogue(f)             per-row scalars (cross-entropy's loss and lse):
-//                           one thread of the row calls it
+//                           one thread of the row calls it, before the
+//                           row's stores, so those values need no
+//                           registers while the packs are written
 // The vector kernels with edges run a row as a body of whole packs at
 // aligned addresses (the PACK policy, shifted by the row's head) and the
 // elements before and after it through Scalar built from the body's policy
@@ -260,6 +262,7 @@ struct MaskedSoftmaxOp {
 template <class TIn, class TOut, int PACK>
 struct BackwardPacks {
   using Elem = TIn;  // x is y
+  static constexpr bool kReadsDy = true;
   using F = PackWords<TIn, PACK>;
   using V = PackWords<TOut, PACK>;
   struct Item {
@@ -324,8 +327,8 @@ struct MaskedSoftmaxBackwardOp : BackwardPacks<T, T, PACK> {
 // ------------------------------------------------------------ cross-entropy
 // Shared by the forward and the backward: the row's target and the
 // gradient's coefficients. The gradient of element j is
-//   c_p * exp(x_j - m) / s - (j == t ? c_t : 0) - c_u
-// with c_p = g (1 + 2 z lse), c_t = g (1 - eps), c_u = g eps / V; ignored
+//   c_p * exp(x_j - m) - (j == t ? c_t : 0) - c_u
+// with c_p = g (1 + 2 z lse) / s, c_t = g (1 - eps), c_u = g eps / V; ignored
 // rows write 0, rows with an invalid target NaN.
 struct CeRow {
   int t;         // the target column, or -1 (ignored or invalid)
@@ -365,7 +368,7 @@ __device__ __forceinline__ float ce_grad_scale(const FusedArgs& a, std::int64_t 
 }
 
 struct CeFinal {
-  float m, inv_s, lse, loss;
+  float m, lse, loss;
   float c_p, c_t, c_u;
   bool zero, nan;  // ignored row: zeros; invalid target: NaN
 };
@@ -373,10 +376,9 @@ __device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, 
                                             float lse) {
   CeFinal f;
   f.m = m;
-  f.inv_s = inv_s;
   f.lse = lse;
   const float eps = a.label_smoothing;
-  f.c_p = g * (1.0f + 2.0f * a.z_loss * lse);
+  f.c_p = g * (1.0f + 2.0f * a.z_loss * lse) * inv_s;
   f.c_t = g * (1.0f - eps);
   f.c_u = g * eps / static_cast<float>(a.vocab > 0 ? a.vocab : a.cols);
   f.loss = 0.0f;
@@ -386,7 +388,7 @@ __device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, 
 }
 // One gradient element of a row that is neither ignored nor invalid.
 __device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int t) {
-  return f.c_p * (exp_shifted(x, f.m) * f.inv_s) - (col == t ? f.c_t : 0.0f) - f.c_u;
+  return f.c_p * exp_shifted(x, f.m) - (col == t ? f.c_t : 0.0f) - f.c_u;
 }
 
 // What the policies that read the logits alone share: the row's packs of
