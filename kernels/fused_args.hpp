@@ -117,11 +117,6 @@ struct FusedArgs {
   // packs between its two passes (the launch sets it from the plan's
   // geometry; 0 re-reads every chunk).
   std::int64_t stash_bytes = 0;
-  // block_row (one block an SM) and stream_row: while a block works on a
-  // row or chunk, it asks L2 for the x it reads next (the next row, or the
-  // next chunk in its pass order), so memory stays busy through its
-  // reductions and writes (the launch sets it from the plan).
-  bool prefetch = false;
 };
 
 // Cross-entropy's workspace: two int32 counters at byte 0 (rows not
@@ -140,7 +135,6 @@ constexpr std::int64_t cross_entropy_workspace_bytes(std::int64_t rows, Reductio
 struct FusedLaunch {
   int variant = -1;
   LaunchGeometry geometry;
-  bool prefetch = false;  // FusedArgs::prefetch
 };
 
 }  // namespace duet

@@ -580,27 +580,6 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 32000, true));
   CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8>");
   CHECK(p.why.find("512 threads x 8 packs in registers; grid 8192 of 512 threads (2 blocks an SM") != std::string::npos);
-  // A block alone on its SM asks L2 for its next row while it reduces and
-  // writes this one; two blocks an SM cover each other's gaps.
-  CHECK_FALSE(p.launch.prefetch);
-  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
-  CHECK(p.launch.prefetch);
-  CHECK(p.why.find("; the block's next row asked into L2 after this row's loads; grid") != std::string::npos);
-  // stream_row always, a chunk ahead; never where the switch is off, nor on
-  // AMD (no prefetch instruction), nor in group_rows.
-  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true));
-  CHECK(p.launch.prefetch);
-  CHECK(p.why.find("each chunk's successor (the next row's first) asked into L2 after its loads") != std::string::npos);
-  PlanOptions no_prefetch;
-  no_prefetch.fused_prefetch = false;
-  CHECK_FALSE(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true),
-                         no_prefetch)
-                  .launch.prefetch);
-  CHECK_FALSE(plan_fused(device_file("mi250x_gcd.json"),
-                         fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 128256, true))
-                  .launch.prefetch);
-  CHECK_FALSE(plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::bf16, 8192, 2048, true))
-                  .launch.prefetch);
   // Rows at different offsets: the scalar kernel.
   p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, false));
   CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec1,v8>");
@@ -985,8 +964,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
     }
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
-                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_FUSED_PREFETCH",
-                           "DUET_INTERLEAVED_STASH", "DUET_INTERLEAVED_TILE"})
+                           "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
+                           "DUET_INTERLEAVED_TILE"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -998,7 +977,6 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(!none.force_split);
   CHECK(!none.persistent);
   CHECK(none.fused_stash);
-  CHECK(none.fused_prefetch);
   CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
@@ -1011,8 +989,6 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
   CHECK(!with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash);
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
-  CHECK(!with_env({{"DUET_FUSED_PREFETCH", "0"}}).fused_prefetch);
-  CHECK(with_env({{"DUET_FUSED_PREFETCH", "1"}}).fused_prefetch);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);
@@ -1020,7 +996,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
-                         Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"}, Var{"DUET_FUSED_PREFETCH", "yes"},
+                         Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"},
                          Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"}}) {
     INFO(bad.name, "=", bad.value);
     try {

@@ -85,12 +85,6 @@ __device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.asyn
 #define DUET_DEVICE_CP_ASYNC 0
 #endif  // __CUDA_ARCH__ >= 800
 
-// A hint that the line holding p be brought into L2 (PTX ISA, "prefetch",
-// .global.L2; every NVIDIA architecture duet builds): no register receives
-// it and nothing waits for it.
-#define DUET_DEVICE_L2_PREFETCH 1
-__device__ __forceinline__ void duet_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 // Device code may use thread-block clusters and distributed shared memory
 // (cooperative_groups::this_cluster) on sm_90 and later.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -19,8 +19,6 @@
 //   DUET_DEVICE_WARP_SIZE     32, or the wavefront (64 on CDNA)
 //   DUET_DEVICE_CLUSTERS      1 where device code may use thread-block clusters
 //   DUET_DEVICE_CVT_RN16      1 where duet_cvt_rn_{bf16,f16}x2 exist
-//   DUET_DEVICE_CP_ASYNC      1 where duet_cp_async{4,8,16} copy global to shared memory
-//   DUET_DEVICE_L2_PREFETCH   1 where duet_prefetch_l2 asks a line into L2
 //   DUET_FAST_EXP2(x)         2^x on the hardware unit
 //   DUET_RAW16, DUET_RAW16_WORD, DUET_RAW16_MAKE   16 bytes as one register value
 //   DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING   cache hints

@@ -207,20 +207,4 @@ __device__ __forceinline__ void shared_copies_wait() {
 #endif
 }
 
-// The `bytes` from `begin` asked into L2 ahead of the loads that will read
-// them, by a block's `nt` threads together: thread `tid` asks for lines
-// tid, tid + nt, ... (128 bytes each). A hint: no register receives the
-// data and nothing waits for it; nothing where the device has no prefetch
-// (DUET_DEVICE_L2_PREFETCH).
-inline constexpr int kL2LineBytes = 128;
-__device__ __forceinline__ void prefetch_to_l2(const void* begin, int bytes, int tid, int nt) {
-#if DUET_DEVICE_L2_PREFETCH
-  // From the line that holds `begin`: every line the bytes touch.
-  const auto start = reinterpret_cast<std::uintptr_t>(begin);
-  const char* p = reinterpret_cast<const char*>(start & ~std::uintptr_t(kL2LineBytes - 1));
-  bytes += static_cast<int>(start & (kL2LineBytes - 1));
-  for (int at = tid * kL2LineBytes; at < bytes; at += nt * kL2LineBytes) duet_prefetch_l2(p + at);
-#endif
-}
-
 }  // namespace duet::DUET_NS::kernels

@@ -262,7 +262,6 @@ struct MaskedSoftmaxOp {
 template <class TIn, class TOut, int PACK>
 struct BackwardPacks {
   using Elem = TIn;  // x is y
-  static constexpr bool kReadsDy = true;
   using F = PackWords<TIn, PACK>;
   using V = PackWords<TOut, PACK>;
   struct Item {
@@ -386,10 +385,10 @@ __device__ __forceinline__ CeFinal ce_final(const FusedArgs& a, const CeRow& r, 
   f.nan = r.invalid;
   return f;
 }
-// One gradient element of a row that is neither ignored nor invalid.
-__device__ __forceinline__ float ce_grad(const CeFinal& f, float x, int col, int t) {
-  return f.c_p * exp_shifted(x, f.m) - (col == t ? f.c_t : 0.0f) - f.c_u;
-}
+// One gradient element of a row that is neither ignored nor invalid, but
+// for the target's one-hot term (c_t, which the caller subtracts at the
+// target's column only).
+__device__ __forceinline__ float ce_grad(const CeFinal& f, float x) { return f.c_p * exp_shifted(x, f.m) - f.c_u; }
 
 // What the policies that read the logits alone share: the row's packs of
 // x and their load.
@@ -432,25 +431,35 @@ struct CeGradPacks : LogitPacks<T, PACK> {
   __device__ __forceinline__ explicit CeGradPacks(const CeGradPacks<T, P>& o)
       : LogitPacks<T, PACK>{reinterpret_cast<const V*>(o.x)}, a(o.a), out(reinterpret_cast<V*>(o.out)), r(o.r), xt(o.xt) {}
 
-  // An ignored or invalid row's fill: one test a row, a select an element.
+  // Tests a pack, not an element: an ignored or invalid row's fill (the
+  // same for every pack of the row, so its threads do not diverge), and
+  // whether the pack holds the target's column (one pack of the row).
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const CeFinal& f, bool streaming) const {
-    const int c0 = static_cast<int>(p) * PACK;
-    const bool fill_row = f.zero || f.nan;
-    const float fill = f.zero ? 0.0f : kNaN;
-    const V o = make_pack<T, V>(
-        [&](int e) { return fill_row ? fill : ce_grad(f, element<T>(it.x, e), c0 + e, r.t); });
+    const int k = r.t - static_cast<int>(p) * PACK;  // the target's element, if in [0, PACK)
+    V o;
+    if (f.zero || f.nan) {
+      const float fill = f.zero ? 0.0f : kNaN;
+      o = make_pack<T, V>([&](int) { return fill; });
+    } else if (static_cast<unsigned>(k) < static_cast<unsigned>(PACK)) {
+      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)) - (e == k ? f.c_t : 0.0f); });
+    } else {
+      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)); });
+    }
     store_pack(out + p, o, streaming);
   }
 };
 
 // A pack of logits into a row's partial results, as the cross-entropy
-// forward and a shard's statistics both take them: the online pair and
-// a = the sum of the logits.
+// forward and a shard's statistics both take them: the online pair and,
+// where `sum_logits` (the same for the whole launch), a = the sum of the
+// logits.
 template <class T, int PACK, class V>
-__device__ __forceinline__ void logit_sums(RowAcc& acc, const V& x) {
+__device__ __forceinline__ void logit_sums(RowAcc& acc, const V& x, bool sum_logits) {
   online_add<PACK>(acc.m, acc.s, [&](int e) { return element<T>(x, e); });
+  if (sum_logits) {
 #pragma unroll
-  for (int e = 0; e < PACK; ++e) acc.a += element<T>(x, e);
+    for (int e = 0; e < PACK; ++e) acc.a += element<T>(x, e);
+  }
 }
 
 // The forward: lse by the online pair, a = sum of x (label smoothing),
@@ -473,8 +482,9 @@ struct CrossEntropyOp : CeGradPacks<T, PACK> {
   template <int P>
   __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o) : Base(o) {}
 
+  // The logits' sum only for label smoothing.
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
-    logit_sums<T, PACK>(acc, it.x);
+    logit_sums<T, PACK>(acc, it.x, a.label_smoothing != 0.0f);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const {
     const float log_s = logf(acc.s);
@@ -555,8 +565,9 @@ struct ShardStatsOp : LogitPacks<T, PACK> {
   __device__ __forceinline__ explicit ShardStatsOp(const ShardStatsOp<T, P>& o)
       : Base{reinterpret_cast<const V*>(o.x)}, a(o.a), r(o.r), xt(o.xt) {}
 
+  // The logits' sum always: the combine's label smoothing needs it.
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t) const {
-    logit_sums<T, PACK>(acc, it.x);
+    logit_sums<T, PACK>(acc, it.x, true);
   }
   __device__ __forceinline__ Final finish(const RowAcc& acc) const { return acc; }
   __device__ __forceinline__ bool writes() const { return false; }

@@ -17,10 +17,7 @@
 //                        the row once; ops without a reduction (its
 //                        backward) only make the second pass.
 // Each thread issues the loads of all its packs before it reduces any, so a
-// thread has VPT loads in flight. A block that holds its SM alone
-// (block_row where the planner says so, stream_row) also asks L2 for the x
-// it reads next, the next row or chunk (FusedArgs::prefetch), so memory
-// stays busy while it reduces and writes. Grids are grid-stride (runtime/src/
+// thread has VPT loads in flight. Grids are grid-stride (runtime/src/
 // planner/fused_planner.cpp sizes them); no workspace but cross-entropy's.
 // Each has a twin with edges (fused_*_edges_kernel, vector path only) for
 // rows that need not start or end on a pack: a row's body of whole packs
@@ -221,50 +218,6 @@ __device__ __forceinline__ void wait_mask_copies() {
   }
 }
 
-// Ops that read dy beside x (the backwards, BackwardPacks: y and dy, of
-// one dtype).
-template <class Op, class = void>
-struct ReadsDy : std::false_type {};
-template <class Op>
-struct ReadsDy<Op, std::void_t<decltype(Op::kReadsDy)>> : std::bool_constant<Op::kReadsDy> {};
-
-// FusedArgs::prefetch: elements [begin, end) of x's `row`, and of dy's
-// where the op reads one, asked into L2 by the whole block. A hint, so it
-// counts from the row's start and ignores where a row's body begins (rows
-// with edges: a line at most either way).
-template <class Op>
-__device__ __forceinline__ void prefetch_x(const FusedArgs& a, std::int64_t row, int begin, int end) {
-  using T = typename Op::Elem;
-  const int bytes = (end - begin) * int(sizeof(T));
-  prefetch_to_l2(static_cast<const T*>(a.x) + row * a.x_stride + begin, bytes, threadIdx.x, blockDim.x);
-  if constexpr (ReadsDy<Op>::value)
-    prefetch_to_l2(static_cast<const T*>(a.dy) + row * a.dy_stride + begin, bytes, threadIdx.x, blockDim.x);
-}
-// block_row: the row this block takes after `row` (grid-stride), whole.
-template <class Op>
-__device__ __forceinline__ void prefetch_next_row(const FusedArgs& a, std::int64_t row) {
-  const std::int64_t next = row + gridDim.x;
-  if (a.prefetch && next < a.rows) prefetch_x<Op>(a, next, 0, static_cast<int>(a.cols));
-}
-// stream_row, just before the loads of chunk c of `row` (no pack is held
-// then): the chunk this block loads after it, c + 1, or c - 1 where the
-// pass runs in REVERSE (the elementwise ops' only pass), and past the
-// row's end the next row's first chunk in that order.
-template <class Op, int PACK, int VPT, bool REVERSE>
-__device__ __forceinline__ void prefetch_next_chunk(const FusedArgs& a, std::int64_t row, int c) {
-  constexpr int kChunkCols = kFusedStreamBlock * VPT * PACK;
-  if (!a.prefetch) return;
-  const int cols = static_cast<int>(a.cols);
-  const int chunks = cols / kChunkCols + (cols % kChunkCols != 0);
-  int next = REVERSE ? c - 1 : c + 1;
-  if (next < 0 || next >= chunks) {
-    row += gridDim.x;
-    if (row >= a.rows) return;
-    next = REVERSE ? chunks - 1 : 0;
-  }
-  prefetch_x<Op>(a, row, next * kChunkCols, min(cols, (next + 1) * kChunkCols));
-}
-
 template <class Op>
 __device__ __forceinline__ RowAcc combine_block(RowAcc r, FusedScratch& scratch, int parity) {
   constexpr int W = DUET_DEVICE_WARP_SIZE;
@@ -338,7 +291,6 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
       const int p = j * nt + tid;
       if (p < packs) op.template load<LoadHint::keep>(it[j], p);
     }
-    prefetch_next_row<Op>(a, row);
     wait_mask_copies<Op>();
     RowAcc acc;
 #pragma unroll
@@ -382,7 +334,6 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       for (int c = 0; c < chunks; ++c) {
         const int c0 = c * kChunk, left = packs - c0;
         typename Op::Item it[VPT];
-        prefetch_next_chunk<Op, PACK, VPT, false>(a, row, c);
         stream_load<Op, VPT>(op, stash, it, c, c0, left);
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
@@ -400,11 +351,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       // Pass 2, last chunk first (the last read, evicted first); the
       // output stored streaming, so it does not push pass 1's lines out
       // of L2.
-      // Ops without a reduction read only here, so here they prefetch.
-      for (int c = chunks - 1; c >= 0; --c) {
-        if constexpr (!reduces<Op>) prefetch_next_chunk<Op, PACK, VPT, true>(a, row, c);
-        stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
-      }
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }
@@ -472,7 +419,6 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
       const int p = j * nt + tid;
       if (p < span.body) op.template load<LoadHint::keep>(it[j], p);
     }
-    prefetch_next_row<Op>(a, row);
     wait_mask_copies<Op>();
     RowAcc acc;
     edges.accumulate(acc);
@@ -537,12 +483,8 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kerne
     RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
     RowAcc acc;
     if constexpr (reduces<Op>) {
-      prefetch_next_chunk<Op, PACK, VPT, false>(a, row, 0);
       stream_accumulate<Op, VPT, true>(op, edges, acc, stash, 0, packs);
-      for (int c = 1; c < chunks; ++c) {
-        prefetch_next_chunk<Op, PACK, VPT, false>(a, row, c);
-        stream_accumulate<Op, VPT, false>(op, edges, acc, stash, c, packs);
-      }
+      for (int c = 1; c < chunks; ++c) stream_accumulate<Op, VPT, false>(op, edges, acc, stash, c, packs);
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
     }
@@ -551,10 +493,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kerne
     if (op.writes()) {
       edges.template load<LoadHint::last_use>();
       edges.store(f, true);
-      for (int c = chunks - 1; c >= 0; --c) {
-        if constexpr (!reduces<Op>) prefetch_next_chunk<Op, PACK, VPT, true>(a, row, c);
-        stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
-      }
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }

@@ -55,7 +55,6 @@ namespace duet {
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 // | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
-// | DUET_FUSED_PREFETCH=0 | fused_prefetch = false | the fused kernels ask nothing into L2 ahead of their loads |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
@@ -96,10 +95,6 @@ struct PlanOptions {
   // The fused operations' stream_row keeps what fits of a row in shared
   // memory between its passes (duet/fused_planner.hpp).
   bool fused_stash = true;
-  // The fused block_row (where it runs one block an SM) and stream_row ask
-  // L2 for the x they read next (the next row, or the next chunk) while
-  // they work on this one (NVIDIA; duet/fused_planner.hpp).
-  bool fused_prefetch = true;
   InterleavedStash interleaved_stash = InterleavedStash::past_registers;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).

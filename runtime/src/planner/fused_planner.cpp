@@ -275,22 +275,9 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
 
-  // Prefetch: a block that holds its SM alone leaves memory idle while it
-  // reduces and writes a row (block_row) or between its chunks
-  // (stream_row) unless it has asked for what it reads next; several
-  // blocks an SM cover each other's gaps. NVIDIA's prefetch.global.L2
-  // (AMD: none).
-  const bool prefetch = options.fused_prefetch && dev.vendor == Vendor::nvidia &&
-                        (v.strategy == FusedStrategy::stream_row || (v.strategy == FusedStrategy::block_row && per_sm == 1));
-  if (prefetch)
-    why += v.strategy == FusedStrategy::stream_row ? "; each chunk's successor (the next row's first) asked into L2 "
-                                                     "after its loads"
-                                                   : "; the block's next row asked into L2 after this row's loads";
-
   FusedPlan plan;
   plan.launch.variant = variant;
   plan.launch.geometry = LaunchGeometry{grid, threads, stash_bytes};
-  plan.launch.prefetch = prefetch;
   plan.kernel = fused_variant_name(v);
   // Appended piece by piece: one long chain of operator+ trips GCC 12's
   // -Wrestrict false positive.

@@ -66,7 +66,6 @@ PlanOptions plan_options_from_environment() {
   }
   o.persistent = one_of("DUET_PERSISTENT", {"0", "1"}) == "1";
   o.fused_stash = one_of("DUET_FUSED_STASH", {"0", "1"}) != "0";
-  o.fused_prefetch = one_of("DUET_FUSED_PREFETCH", {"0", "1"}) != "0";
   const std::string interleaved_stash = one_of("DUET_INTERLEAVED_STASH", {"0", "1", "always"});
   o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
                         : interleaved_stash == "always" ? InterleavedStash::always
