@@ -50,7 +50,10 @@ struct FusedVariant {
 inline constexpr int kFusedGroupBlock = 128;
 inline constexpr int kFusedBlockMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;
-inline constexpr int kFusedStreamBlock = 1024;
+inline constexpr int kFusedStreamBlock = 512;
+// stream_row's blocks an SM (its __launch_bounds__): two rows at a time, so
+// one block's reductions and writes overlap the other's loads.
+inline constexpr int kFusedStreamBlocksPerSm = 2;
 // Registers a thread may use, as __launch_bounds__ caps them (the planner's
 // occupancy estimate assumes the cap): group_rows asks for 8 blocks of 128
 // threads an SM, block_row and stream_row for blocks of 1024 threads.

@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
 }
 
 template <class Op, int PACK, int VPT>
-__global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(FusedArgs a) {
+__global__ void __launch_bounds__(kFusedStreamBlock, kFusedStreamBlocksPerSm) fused_stream_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
   constexpr int nt = kFusedStreamBlock;
   constexpr int kChunk = nt * VPT;  // packs a chunk
@@ -469,7 +469,7 @@ __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, Ro
 // again and written before the chunks (the threads that hold them wait one
 // load while the block's other warps go on).
 template <class Op, int PACK, int VPT>
-__global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kernel(FusedArgs a) {
+__global__ void __launch_bounds__(kFusedStreamBlock, kFusedStreamBlocksPerSm) fused_stream_edges_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
   constexpr int kChunk = kFusedStreamBlock * VPT;  // packs a chunk
   const int tid = threadIdx.x;

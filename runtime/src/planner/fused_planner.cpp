@@ -238,10 +238,15 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // the stash measured slower (bench/NOTES.md v46).
       const std::int64_t item = fused_item_bytes(s.op, mask, s.dtype);
       const std::int64_t slot = std::int64_t(kFusedStreamBlock) * item;
-      const std::int64_t fit = (dev.smem_per_block_optin - kFusedScratchBytes) / slot;
+      const int stream_per_sm = blocks_per_sm(dev, kFusedStreamBlock);
+      const std::int64_t smem_block =
+          dev.smem_per_sm > 0 ? std::min<std::int64_t>(dev.smem_per_block_optin,
+                                                       dev.smem_per_sm / stream_per_sm - dev.smem_reserved_per_block)
+                              : dev.smem_per_block_optin;
+      const std::int64_t fit = std::max<std::int64_t>(smem_block - kFusedScratchBytes, 0) / slot;
       const std::int64_t slots = std::min(fit, cdiv(nv, kFusedStreamBlock));
       const std::int64_t out_bytes = s.in_place ? 0 : s.cols * dtype_size(fused_out_dtype(s.op, s.dtype));
-      const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, std::max(dev.sm_count, 1));
+      const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, std::int64_t(std::max(dev.sm_count, 1)) * stream_per_sm);
       const std::int64_t between = resident_rows * (nv * item + out_bytes);
       const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
       const auto mib = [](std::int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
