@@ -46,14 +46,12 @@ struct FusedVariant {
 // Block sizes: group_rows blocks of kFusedGroupBlock threads; block_row
 // blocks of kFusedBlockMinThreads..kFusedBlockMaxThreads threads (multiples
 // of 64, whole wavefronts); stream_row blocks of kFusedStreamBlock threads,
-// a compile-time constant so a thread's packs sit at constant offsets.
+// one an SM, or half that, two an SM (the planner's choice; the register
+// cap of a 1024-thread block lets two of 512 share an SM).
 inline constexpr int kFusedGroupBlock = 128;
 inline constexpr int kFusedBlockMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;
-inline constexpr int kFusedStreamBlock = 512;
-// stream_row's blocks an SM (its __launch_bounds__): two rows at a time, so
-// one block's reductions and writes overlap the other's loads.
-inline constexpr int kFusedStreamBlocksPerSm = 2;
+inline constexpr int kFusedStreamBlock = 1024;
 // Registers a thread may use, as __launch_bounds__ caps them (the planner's
 // occupancy estimate assumes the cap): group_rows asks for 8 blocks of 128
 // threads an SM, block_row and stream_row for blocks of 1024 threads.
