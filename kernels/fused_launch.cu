@@ -101,12 +101,6 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                                                 std::to_string(l.geometry.block) + " threads, given " +
                                                 std::to_string(l.geometry.dynamic_smem));
   }
-  if (v.strategy == FusedStrategy::stream_row &&
-      (l.geometry.block < kFusedBlockMinThreads || l.geometry.block > kFusedStreamBlock))
-    throw Error(Status::invalid_argument, fused_variant_name(v) + " runs blocks of " +
-                                              std::to_string(kFusedBlockMinThreads) + " to " +
-                                              std::to_string(kFusedStreamBlock) + " threads, given " +
-                                              std::to_string(l.geometry.block));
   if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
                                               std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");

@@ -46,8 +46,7 @@ struct FusedVariant {
 // Block sizes: group_rows blocks of kFusedGroupBlock threads; block_row
 // blocks of kFusedBlockMinThreads..kFusedBlockMaxThreads threads (multiples
 // of 64, whole wavefronts); stream_row blocks of kFusedStreamBlock threads,
-// one an SM, or half that, two an SM (the planner's choice; the register
-// cap of a 1024-thread block lets two of 512 share an SM).
+// a compile-time constant so a thread's packs sit at constant offsets.
 inline constexpr int kFusedGroupBlock = 128;
 inline constexpr int kFusedBlockMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;

@@ -5,8 +5,7 @@
 //   fused_block_kernel   one block a row (run-time size), VPT packs a thread
 //                        in registers (a mask tensor's packs in the widest
 //                        entries in dynamic shared memory); one barrier a row.
-//   fused_stream_kernel  one block a row at a time, rows of any length (a
-//                        block of 1024 threads an SM, or two of 512): a
+//   fused_stream_kernel  one block a row at a time, rows of any length: a
 //                        first pass of VPT-pack chunks into the thread's
 //                        online pair, one barrier, then a second pass over
 //                        the chunks in reverse order that writes. Its
@@ -132,14 +131,12 @@ struct RowStash {
   using Word = std::conditional_t<sizeof(Item) % 16 == 0, uint4, std::conditional_t<sizeof(Item) % 8 == 0, uint2, Item>>;
   static constexpr int kWords = sizeof(Item) / sizeof(Word);
   Word* words;  // this thread's word 0 of slot 0
-  int nt;       // the block's threads
   int slots;
 
   __device__ __forceinline__ explicit RowStash(std::int64_t bytes) {
     extern __shared__ float4 dynamic_smem[];
     words = reinterpret_cast<Word*>(dynamic_smem) + threadIdx.x;
-    nt = blockDim.x;
-    slots = static_cast<int>(bytes / (std::int64_t(sizeof(Item)) * nt));
+    slots = static_cast<int>(bytes / (std::int64_t(sizeof(Item)) * kFusedStreamBlock));
   }
   __device__ __forceinline__ bool holds(int chunk, int j) const { return chunk * VPT + j < slots; }
   __device__ __forceinline__ bool holds_all(int chunk) const { return (chunk + 1) * VPT <= slots; }
@@ -147,12 +144,12 @@ struct RowStash {
     Word w[kWords];
     __builtin_memcpy(w, &it, sizeof(Item));
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) words[((chunk * VPT + j) * kWords + k) * nt] = w[k];
+    for (int k = 0; k < kWords; ++k) words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock] = w[k];
   }
   __device__ __forceinline__ Item get(int chunk, int j) const {
     Word w[kWords];
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) w[k] = words[((chunk * VPT + j) * kWords + k) * nt];
+    for (int k = 0; k < kWords; ++k) w[k] = words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock];
     Item it;
     __builtin_memcpy(&it, w, sizeof(Item));
     return it;
@@ -165,7 +162,7 @@ struct RowStash {
 template <class Op, int VPT>
 __device__ __forceinline__ void stream_load(const Op& op, const RowStash<typename Op::Item, VPT>& stash,
                                             typename Op::Item (&it)[VPT], int c, int c0, int left) {
-  const int nt = blockDim.x;
+  constexpr int nt = kFusedStreamBlock;
   const int tid = threadIdx.x;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
@@ -185,7 +182,7 @@ __device__ __forceinline__ void stream_load(const Op& op, const RowStash<typenam
 template <class Op, int VPT>
 __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Final& f,
                                              const RowStash<typename Op::Item, VPT>& stash, int c, int c0, int left) {
-  const int nt = blockDim.x;
+  constexpr int nt = kFusedStreamBlock;
   const int tid = threadIdx.x;
   if (stash.holds_all(c)) {
 #pragma unroll
@@ -320,11 +317,11 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
 template <class Op, int PACK, int VPT>
 __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
-  const int nt = blockDim.x;
-  const int chunk_packs = nt * VPT;  // packs a chunk
+  constexpr int nt = kFusedStreamBlock;
+  constexpr int kChunk = nt * VPT;  // packs a chunk
   const int tid = threadIdx.x;
   const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
-  const int chunks = packs / chunk_packs + (packs % chunk_packs != 0);
+  const int chunks = packs / kChunk + (packs % kChunk != 0);
   const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
@@ -335,7 +332,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       // keeps the first packs, the reads of the rest ask L2 to keep the
       // lines for pass 2.
       for (int c = 0; c < chunks; ++c) {
-        const int c0 = c * chunk_packs, left = packs - c0;
+        const int c0 = c * kChunk, left = packs - c0;
         typename Op::Item it[VPT];
         stream_load<Op, VPT>(op, stash, it, c, c0, left);
 #pragma unroll
@@ -354,8 +351,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       // Pass 2, last chunk first (the last read, evicted first); the
       // output stored streaming, so it does not push pass 1's lines out
       // of L2.
-      for (int c = chunks - 1; c >= 0; --c)
-        stream_write<Op, VPT>(op, f, stash, c, c * chunk_packs, packs - c * chunk_packs);
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }
@@ -454,7 +450,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
 template <class Op, int VPT, bool WITH_EDGES, class Edges>
 __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
                                                   const RowStash<typename Op::Item, VPT>& stash, int c, int packs) {
-  const int nt = blockDim.x;
+  constexpr int nt = kFusedStreamBlock;
   const int tid = threadIdx.x;
   const int c0 = c * nt * VPT, left = packs - c0;
   typename Op::Item it[VPT];
@@ -475,16 +471,16 @@ __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, Ro
 template <class Op, int PACK, int VPT>
 __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
-  const int chunk_packs = blockDim.x * VPT;  // packs a chunk
+  constexpr int kChunk = kFusedStreamBlock * VPT;  // packs a chunk
   const int tid = threadIdx.x;
   const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
     const int packs = span.body;
-    const int chunks = packs / chunk_packs + (packs % chunk_packs != 0);
+    const int chunks = packs / kChunk + (packs % kChunk != 0);
     const Op op(a, row, span.head);
-    RowEdges<Op, PACK, kFusedBlockMinThreads> edges(op, span, tid, true);
+    RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
     RowAcc acc;
     if constexpr (reduces<Op>) {
       stream_accumulate<Op, VPT, true>(op, edges, acc, stash, 0, packs);
@@ -497,8 +493,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kerne
     if (op.writes()) {
       edges.template load<LoadHint::last_use>();
       edges.store(f, true);
-      for (int c = chunks - 1; c >= 0; --c)
-        stream_write<Op, VPT>(op, f, stash, c, c * chunk_packs, packs - c * chunk_packs);
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }
