@@ -41,14 +41,14 @@ constexpr FusedKernelFn make_fused_entry() {
     else if constexpr (v.strategy == FusedStrategy::block_row)
       return &kernels::fused_block_edges_kernel<Op, v.vec, v.vpt>;
     else
-      return &kernels::fused_stream_edges_kernel<Op, v.vec, v.vpt>;
+      return &kernels::fused_stream_edges_kernel<Op, v.vec, v.vpt, v.block>;
   } else {
     if constexpr (v.strategy == FusedStrategy::group_rows)
       return &kernels::fused_group_kernel<Op, v.vec, v.group, v.vpt>;
     else if constexpr (v.strategy == FusedStrategy::block_row)
       return &kernels::fused_block_kernel<Op, v.vec, v.vpt>;
     else
-      return &kernels::fused_stream_kernel<Op, v.vec, v.vpt>;
+      return &kernels::fused_stream_kernel<Op, v.vec, v.vpt, v.block>;
   }
 }
 
@@ -101,6 +101,9 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                                                 std::to_string(l.geometry.block) + " threads, given " +
                                                 std::to_string(l.geometry.dynamic_smem));
   }
+  if (v.strategy == FusedStrategy::stream_row && l.geometry.block != v.block)
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " runs blocks of " + std::to_string(v.block) +
+                                              " threads, given " + std::to_string(l.geometry.block));
   if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
                                               std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");

@@ -41,12 +41,17 @@ struct FusedVariant {
   // tail). The entries without serve rows of whole packs only and carry
   // none of it.
   bool edges = false;
+  // stream_row: threads a block, compiled in (kFusedStreamBlock, one block
+  // an SM, or half that, two an SM); otherwise 0 (a run-time block size).
+  int block = 0;
 };
 
 // Block sizes: group_rows blocks of kFusedGroupBlock threads; block_row
 // blocks of kFusedBlockMinThreads..kFusedBlockMaxThreads threads (multiples
 // of 64, whole wavefronts); stream_row blocks of kFusedStreamBlock threads,
-// a compile-time constant so a thread's packs sit at constant offsets.
+// or on the vector path also half that, two an SM (the planner's choice),
+// each a compile-time constant of its entry so a thread's packs sit at
+// constant offsets.
 inline constexpr int kFusedGroupBlock = 128;
 inline constexpr int kFusedBlockMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;
@@ -182,8 +187,8 @@ constexpr DType fused_first_dtype(FusedOp op) { return widening(op) ? DType::f16
 constexpr int fused_dtypes(FusedOp op) { return 3 - static_cast<int>(fused_first_dtype(op)); }
 
 constexpr int fused_variants_per_kind() {
-  // vector, vector with edges, then scalar
-  return 2 * (int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 1) + 3;
+  // vector, vector with edges (stream_row at both block sizes), then scalar
+  return 2 * (int(kFusedGroupShapes.size()) + int(kFusedBlockVpt.size()) + 2) + 3;
 }
 constexpr int fused_variant_count() {
   int n = 0;
@@ -206,13 +211,15 @@ constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
         }
         for (int b = 0; b < int(kFusedBlockVpt.size()); ++b)
           out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, vec, 0, fused_block_vpt(op, mask, b), edges};
-        out[i++] =
-            FusedVariant{op, mask, dt, FusedStrategy::stream_row, vec, 0, fused_stream_vpt(op, mask, vec), edges};
+        for (const int block : {kFusedStreamBlock, kFusedStreamBlock / 2})
+          out[i++] = FusedVariant{
+              op, mask, dt, FusedStrategy::stream_row, vec, 0, fused_stream_vpt(op, mask, vec), edges, block};
       }
       out[i++] = FusedVariant{op, mask, dt, FusedStrategy::group_rows, 1, kFusedScalarGroup[0],
                               fused_scalar_group_vpt(op, mask)};
       out[i++] = FusedVariant{op, mask, dt, FusedStrategy::block_row, 1, 0, fused_scalar_block_vpt(op, mask)};
-      out[i++] = FusedVariant{op, mask, dt, FusedStrategy::stream_row, 1, 0, fused_stream_vpt(op, mask, 1)};
+      out[i++] = FusedVariant{
+          op, mask, dt, FusedStrategy::stream_row, 1, 0, fused_stream_vpt(op, mask, 1), false, kFusedStreamBlock};
     }
   return out;
 }
@@ -222,7 +229,8 @@ constexpr int find_fused_variant(const FusedVariant& want) {
   for (int i = 0; i < kFusedVariantCount; ++i) {
     const FusedVariant& v = kFusedCatalogue[i];
     if (v.op == want.op && v.mask == want.mask && v.dtype == want.dtype && v.strategy == want.strategy &&
-        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.edges == want.edges)
+        v.vec == want.vec && v.group == want.group && v.vpt == want.vpt && v.edges == want.edges &&
+        v.block == want.block)
       return i;
   }
   return -1;

@@ -686,7 +686,8 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
             CHECK(p.launch.geometry.block * v.vpt >= body);
             CHECK(p.launch.geometry.block >= v.vec);
           } else {
-            CHECK(p.launch.geometry.block == kFusedStreamBlock);
+            CHECK((v.block == kFusedStreamBlock || (v.vec > 1 && v.block == kFusedStreamBlock / 2)));
+            CHECK(p.launch.geometry.block == v.block);
           }
         }
 }
@@ -768,16 +769,28 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
   CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB: the rows between their passes "
                    "move 65 MiB, past L2's 50 MiB), the rest read again from L2") != std::string::npos);
-  // Rows whose passes L2 serves keep none: 132 rows of 70001 bf16 logits
-  // and their gradient move 35 MiB; in place (the gradient into the
-  // logits), 128256 classes move 34 MiB.
+  // Two blocks of 512 an SM where their rows move at most twice L2: 264
+  // rows of 70001 bf16 logits and their gradient move 70 MiB; each block
+  // keeps its share of the SM's shared memory, 14 slots of 8 KiB.
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 70001);
-  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,edges>");
-  CHECK(p.launch.geometry.dynamic_smem == 0);
-  CHECK(p.why.find("(the rows between their passes move 35 MiB, within L2's 50 MiB)") != std::string::npos);
+  CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4,b512,edges>");
+  CHECK(p.launch.geometry.block == 512);
+  CHECK(p.launch.geometry.grid == 264);
+  CHECK(p.launch.geometry.dynamic_smem == 14 * 8192);
+  CHECK(p.why.find("2 blocks of 512 an SM (their rows move 70 MiB, within twice L2's 50 MiB") != std::string::npos);
+  CHECK(p.why.find("its first 7168 packs kept in shared memory") != std::string::npos);
+  // In place (the gradient into the logits), 128256 classes as well: 264
+  // rows move 68 MiB.
   FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
   in_place.in_place = true;
-  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 0);
+  CHECK(plan_fused(h100, in_place).launch.geometry.block == 512);
+  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 14 * 8192);
+  // Rows whose passes L2 serves keep none: 132 rows of 70001 (one a
+  // block of 1024, too few for two blocks an SM) move 35 MiB.
+  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 132, 70001, true));
+  CHECK(p.launch.geometry.block == 1024);
+  CHECK(p.launch.geometry.dynamic_smem == 0);
+  CHECK(p.why.find("(the rows between their passes move 35 MiB, within L2's 50 MiB)") != std::string::npos);
   // Nor do few rows: 64 rows of 128256 move 32 MiB.
   CHECK(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 64, 128256, true))
             .launch.geometry.dynamic_smem == 0);

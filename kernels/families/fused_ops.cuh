@@ -436,16 +436,16 @@ struct CeGradPacks : LogitPacks<T, PACK> {
   // whether the pack holds the target's column (one pack of the row).
   __device__ __forceinline__ void store(const Item& it, std::int64_t p, const CeFinal& f, bool streaming) const {
     const int k = r.t - static_cast<int>(p) * PACK;  // the target's element, if in [0, PACK)
-    V o;
     if (f.zero || f.nan) {
       const float fill = f.zero ? 0.0f : kNaN;
-      o = make_pack<T, V>([&](int) { return fill; });
+      store_pack(out + p, make_pack<T, V>([&](int) { return fill; }), streaming);
     } else if (static_cast<unsigned>(k) < static_cast<unsigned>(PACK)) {
-      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)) - (e == k ? f.c_t : 0.0f); });
+      store_pack(out + p,
+                 make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)) - (e == k ? f.c_t : 0.0f); }),
+                 streaming);
     } else {
-      o = make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)); });
+      store_pack(out + p, make_pack<T, V>([&](int e) { return ce_grad(f, element<T>(it.x, e)); }), streaming);
     }
-    store_pack(out + p, o, streaming);
   }
 };
 

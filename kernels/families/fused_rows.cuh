@@ -125,7 +125,7 @@ static_assert(sizeof(FusedScratch) == kFusedScratchBytes, "the planner counts th
 // struct copied member by member was split into 4-byte accesses at the
 // Item's stride: bank conflicts). A thread reads back only the Items it
 // wrote, so no barrier orders them.
-template <class Item, int VPT>
+template <class Item, int VPT, int BLOCK>
 struct RowStash {
   // The scalar path's Items (a few bytes; never planned a stash) as they are.
   using Word = std::conditional_t<sizeof(Item) % 16 == 0, uint4, std::conditional_t<sizeof(Item) % 8 == 0, uint2, Item>>;
@@ -136,7 +136,7 @@ struct RowStash {
   __device__ __forceinline__ explicit RowStash(std::int64_t bytes) {
     extern __shared__ float4 dynamic_smem[];
     words = reinterpret_cast<Word*>(dynamic_smem) + threadIdx.x;
-    slots = static_cast<int>(bytes / (std::int64_t(sizeof(Item)) * kFusedStreamBlock));
+    slots = static_cast<int>(bytes / (std::int64_t(sizeof(Item)) * BLOCK));
   }
   __device__ __forceinline__ bool holds(int chunk, int j) const { return chunk * VPT + j < slots; }
   __device__ __forceinline__ bool holds_all(int chunk) const { return (chunk + 1) * VPT <= slots; }
@@ -144,12 +144,12 @@ struct RowStash {
     Word w[kWords];
     __builtin_memcpy(w, &it, sizeof(Item));
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock] = w[k];
+    for (int k = 0; k < kWords; ++k) words[((chunk * VPT + j) * kWords + k) * BLOCK] = w[k];
   }
   __device__ __forceinline__ Item get(int chunk, int j) const {
     Word w[kWords];
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) w[k] = words[((chunk * VPT + j) * kWords + k) * kFusedStreamBlock];
+    for (int k = 0; k < kWords; ++k) w[k] = words[((chunk * VPT + j) * kWords + k) * BLOCK];
     Item it;
     __builtin_memcpy(&it, w, sizeof(Item));
     return it;
@@ -159,10 +159,10 @@ struct RowStash {
 // Pass 1's loads of chunk c from pack c0 (`left` packs of the row from
 // there): packs the stash keeps are read once from memory (evict first),
 // the others asked to stay in L2 for pass 2.
-template <class Op, int VPT>
-__device__ __forceinline__ void stream_load(const Op& op, const RowStash<typename Op::Item, VPT>& stash,
+template <class Op, int VPT, int BLOCK>
+__device__ __forceinline__ void stream_load(const Op& op, const RowStash<typename Op::Item, VPT, BLOCK>& stash,
                                             typename Op::Item (&it)[VPT], int c, int c0, int left) {
-  constexpr int nt = kFusedStreamBlock;
+  constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
@@ -179,10 +179,11 @@ __device__ __forceinline__ void stream_load(const Op& op, const RowStash<typenam
 // stored streaming. A chunk wholly in the stash is written a pack at a
 // time (shared memory's latency needs no loads in flight); the others
 // issue their loads first, as pass 1 does.
-template <class Op, int VPT>
+template <class Op, int VPT, int BLOCK>
 __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Final& f,
-                                             const RowStash<typename Op::Item, VPT>& stash, int c, int c0, int left) {
-  constexpr int nt = kFusedStreamBlock;
+                                             const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c, int c0,
+                                             int left) {
+  constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
   if (stash.holds_all(c)) {
 #pragma unroll
@@ -314,15 +315,15 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
   }
 }
 
-template <class Op, int PACK, int VPT>
-__global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(FusedArgs a) {
+template <class Op, int PACK, int VPT, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
-  constexpr int nt = kFusedStreamBlock;
+  constexpr int nt = BLOCK;
   constexpr int kChunk = nt * VPT;  // packs a chunk
   const int tid = threadIdx.x;
   const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
   const int chunks = packs / kChunk + (packs % kChunk != 0);
-  const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
+  const RowStash<typename Op::Item, VPT, BLOCK> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const Op op(a, row, 0);
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       for (int c = 0; c < chunks; ++c) {
         const int c0 = c * kChunk, left = packs - c0;
         typename Op::Item it[VPT];
-        stream_load<Op, VPT>(op, stash, it, c, c0, left);
+        stream_load<Op, VPT, BLOCK>(op, stash, it, c, c0, left);
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
           if (j * nt + tid >= left) continue;
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_kernel(Fuse
       // Pass 2, last chunk first (the last read, evicted first); the
       // output stored streaming, so it does not push pass 1's lines out
       // of L2.
-      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }
@@ -447,15 +448,16 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
 // A pass-1 chunk c of fused_stream_edges_kernel: its loads, then its sums,
 // each pack into the stash as it is added where the chunk is kept;
 // WITH_EDGES, the row's edges first.
-template <class Op, int VPT, bool WITH_EDGES, class Edges>
+template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
 __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
-                                                  const RowStash<typename Op::Item, VPT>& stash, int c, int packs) {
-  constexpr int nt = kFusedStreamBlock;
+                                                  const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
+                                                  int packs) {
+  constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
   const int c0 = c * nt * VPT, left = packs - c0;
   typename Op::Item it[VPT];
   if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
-  stream_load<Op, VPT>(op, stash, it, c, c0, left);
+  stream_load<Op, VPT, BLOCK>(op, stash, it, c, c0, left);
   if constexpr (WITH_EDGES) edges.accumulate(acc);
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
@@ -468,23 +470,23 @@ __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, Ro
 // flight with the chunk's, their registers free after it); in pass 2 read
 // again and written before the chunks (the threads that hold them wait one
 // load while the block's other warps go on).
-template <class Op, int PACK, int VPT>
-__global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kernel(FusedArgs a) {
+template <class Op, int PACK, int VPT, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream_edges_kernel(FusedArgs a) {
   __shared__ FusedScratch scratch;
-  constexpr int kChunk = kFusedStreamBlock * VPT;  // packs a chunk
+  constexpr int kChunk = BLOCK * VPT;  // packs a chunk
   const int tid = threadIdx.x;
-  const RowStash<typename Op::Item, VPT> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
+  const RowStash<typename Op::Item, VPT, BLOCK> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
     const int packs = span.body;
     const int chunks = packs / kChunk + (packs % kChunk != 0);
     const Op op(a, row, span.head);
-    RowEdges<Op, PACK, kFusedStreamBlock> edges(op, span, tid, true);
+    RowEdges<Op, PACK, BLOCK> edges(op, span, tid, true);
     RowAcc acc;
     if constexpr (reduces<Op>) {
-      stream_accumulate<Op, VPT, true>(op, edges, acc, stash, 0, packs);
-      for (int c = 1; c < chunks; ++c) stream_accumulate<Op, VPT, false>(op, edges, acc, stash, c, packs);
+      stream_accumulate<Op, VPT, BLOCK, true>(op, edges, acc, stash, 0, packs);
+      for (int c = 1; c < chunks; ++c) stream_accumulate<Op, VPT, BLOCK, false>(op, edges, acc, stash, c, packs);
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
     }
@@ -493,7 +495,7 @@ __global__ void __launch_bounds__(kFusedStreamBlock, 1) fused_stream_edges_kerne
     if (op.writes()) {
       edges.template load<LoadHint::last_use>();
       edges.store(f, true);
-      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT>(op, f, stash, c, c * kChunk, packs - c * kChunk);
+      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }

@@ -13,8 +13,10 @@
 //                            resident an SM; a mask tensor's widest entry
 //                            keeps the row's mask packs in shared memory
 //                            (NVIDIA sm_80+: cp.async), its x in registers
-//   longer                   stream_row: one 1024-thread block a row at a
-//                            time, two passes; the second reads what fits
+//   longer                   stream_row: one block a row at a time (1024
+//                            threads, or two blocks of 512 an SM where
+//                            their rows move at most twice L2), two
+//                            passes; the second reads what fits
 //                            of the row in the block's shared memory
 //                            (vector path) from there, the rest from L2
 // Register use is what each kernel's __launch_bounds__ caps it to
@@ -84,6 +86,10 @@ std::string fused_variant_name(const FusedVariant& v) {
   }
   name += ",v";
   name += std::to_string(v.vpt);
+  if (v.strategy == FusedStrategy::stream_row && v.block != kFusedStreamBlock) {
+    name += ",b";
+    name += std::to_string(v.block);
+  }
   if (fused_mask_in_shared(v)) name += ",mask_in_smem";
   if (v.edges) name += ",edges";
   name += ">";
@@ -220,35 +226,59 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
     } else {
       v.strategy = FusedStrategy::stream_row;
       v.vpt = fused_stream_vpt(s.op, mask, vec);
-      threads = kFusedStreamBlock;
-      const std::int64_t chunk = std::int64_t(kFusedStreamBlock) * v.vpt;
       const bool writes = (s.op != FusedOp::cross_entropy || s.gradient) && s.op != FusedOp::shard_stats;
       const bool reduces = s.op != FusedOp::cross_entropy_backward && s.op != FusedOp::shard_softmax;
+      const std::int64_t item = fused_item_bytes(s.op, mask, s.dtype);
+      const std::int64_t out_bytes = s.in_place ? 0 : s.cols * dtype_size(fused_out_dtype(s.op, s.dtype));
+      const std::int64_t row_bytes = nv * item + out_bytes;  // what a row reads, and writes unless in place
+      const auto mib = [](std::int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+      // Two blocks of half the threads an SM (the vector path's entries
+      // compiled for it), where there are rows for them and their resident
+      // rows move at most twice what L2 holds: one block's reductions and
+      // writes then overlap the other's loads.
+      // Longer rows read again from L2 miss it more often at twice the
+      // rows resident, and one block an SM measured faster (bench/NOTES.md
+      // v56).
+      const std::int64_t sms = std::max(dev.sm_count, 1);
+      const int whole_per_sm = blocks_per_sm(dev, kFusedStreamBlock);
+      const int half_per_sm = blocks_per_sm(dev, kFusedStreamBlock / 2);
+      const std::int64_t half_rows = std::min<std::int64_t>(s.rows, sms * half_per_sm);
+      const bool halves = vec > 1 && dev.l2_bytes > 0 && half_per_sm > whole_per_sm && s.rows > sms * whole_per_sm &&
+                          half_rows * row_bytes <= 2 * dev.l2_bytes;
+      threads = halves ? kFusedStreamBlock / 2 : kFusedStreamBlock;
+      v.block = threads;
+      const int stream_per_sm = halves ? half_per_sm : whole_per_sm;
+      const std::int64_t chunk = std::int64_t(threads) * v.vpt;
       why = "row of " + packs + " exceeds a block's registers: one block a row, " + std::to_string(cdiv(nv, chunk)) +
             " chunks of " + std::to_string(chunk) + (vec > 1 ? " packs" : " elements") +
             (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order"
              : reduces         ? ", one online (max, sum) pass (nothing to write)"
                                : ", one elementwise pass");
+      if (halves)
+        why += "; " + std::to_string(half_per_sm) + " blocks of " + std::to_string(threads) +
+               " an SM (their rows move " + mib(half_rows * row_bytes) + ", within twice L2's " + mib(dev.l2_bytes) +
+               ": one block's reductions and writes overlap another's loads)";
       // The stash: a row's first slots (a pack a thread each) in the
-      // dynamic shared memory the block may opt into beside its scratch,
-      // so the writing pass reads them on chip; the rest again from L2,
-      // the latest read first. Where the rows between their passes (one a
-      // block, a block an SM) move no more than L2 holds (what they read,
-      // and what they write unless in place), pass 2 finds them there and
-      // the stash measured slower (bench/NOTES.md v46).
-      const std::int64_t item = fused_item_bytes(s.op, mask, s.dtype);
-      const std::int64_t slot = std::int64_t(kFusedStreamBlock) * item;
-      const std::int64_t fit = (dev.smem_per_block_optin - kFusedScratchBytes) / slot;
-      const std::int64_t slots = std::min(fit, cdiv(nv, kFusedStreamBlock));
-      const std::int64_t out_bytes = s.in_place ? 0 : s.cols * dtype_size(fused_out_dtype(s.op, s.dtype));
-      const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, std::max(dev.sm_count, 1));
-      const std::int64_t between = resident_rows * (nv * item + out_bytes);
+      // dynamic shared memory the block may opt into beside its scratch
+      // (its share of the SM's where two share one), so the writing pass
+      // reads them on chip; the rest again from L2, the latest read first.
+      // Where the rows between their passes (one a block) move no more
+      // than L2 holds, pass 2 finds them there and the stash measured
+      // slower (bench/NOTES.md v46).
+      const std::int64_t slot = std::int64_t(threads) * item;
+      const std::int64_t smem_block =
+          dev.smem_per_sm > 0 ? std::min<std::int64_t>(dev.smem_per_block_optin,
+                                                       dev.smem_per_sm / stream_per_sm - dev.smem_reserved_per_block)
+                              : dev.smem_per_block_optin;
+      const std::int64_t fit = std::max<std::int64_t>(smem_block - kFusedScratchBytes, 0) / slot;
+      const std::int64_t slots = std::min(fit, cdiv(nv, threads));
+      const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, sms * stream_per_sm);
+      const std::int64_t between = resident_rows * row_bytes;
       const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
-      const auto mib = [](std::int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
       if (reduces && writes) {
         if (vec > 1 && options.fused_stash && !in_l2 && slots > 0) {
           stash_bytes = slots * slot;
-          const std::int64_t kept = std::min(nv, slots * kFusedStreamBlock);
+          const std::int64_t kept = std::min(nv, slots * threads);
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
           why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
           why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes) + ")";
