@@ -779,12 +779,13 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.launch.geometry.dynamic_smem == 14 * 8192);
   CHECK(p.why.find("2 blocks of 512 an SM (their rows move 70 MiB, within twice L2's 50 MiB") != std::string::npos);
   CHECK(p.why.find("its first 7168 packs kept in shared memory") != std::string::npos);
-  // In place (the gradient into the logits), 128256 classes as well: 264
-  // rows move 68 MiB.
+  // In place (the gradient into the logits) one block of 1024 an SM: 132
+  // rows of 128256 classes move 34 MiB, within L2, and keep no stash.
   FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
   in_place.in_place = true;
-  CHECK(plan_fused(h100, in_place).launch.geometry.block == 512);
-  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 14 * 8192);
+  CHECK(plan_fused(h100, in_place).kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
+  CHECK(plan_fused(h100, in_place).launch.geometry.block == 1024);
+  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 0);
   // Rows whose passes L2 serves keep none: 132 rows of 70001 (one a
   // block of 1024, too few for two blocks an SM) move 35 MiB.
   p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 132, 70001, true));

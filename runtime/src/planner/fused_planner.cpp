@@ -235,7 +235,9 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // Two blocks of half the threads an SM (the vector path's entries
       // compiled for it), where there are rows for them and their resident
       // rows move at most twice what L2 holds: one block's reductions and
-      // writes then overlap the other's loads.
+      // writes then overlap the other's loads. Not in place: there one
+      // block an SM measured faster on the H100 (issue 19's cross-entropy
+      // at 128256 classes, bench/NOTES.md v57), though slower on the H200.
       // Longer rows read again from L2 miss it more often at twice the
       // rows resident, and one block an SM measured faster (bench/NOTES.md
       // v56).
@@ -243,8 +245,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const int whole_per_sm = blocks_per_sm(dev, kFusedStreamBlock);
       const int half_per_sm = blocks_per_sm(dev, kFusedStreamBlock / 2);
       const std::int64_t half_rows = std::min<std::int64_t>(s.rows, sms * half_per_sm);
-      const bool halves = vec > 1 && dev.l2_bytes > 0 && half_per_sm > whole_per_sm && s.rows > sms * whole_per_sm &&
-                          half_rows * row_bytes <= 2 * dev.l2_bytes;
+      const bool halves = vec > 1 && !s.in_place && dev.l2_bytes > 0 && half_per_sm > whole_per_sm &&
+                          s.rows > sms * whole_per_sm && half_rows * row_bytes <= 2 * dev.l2_bytes;
       threads = halves ? kFusedStreamBlock / 2 : kFusedStreamBlock;
       v.block = threads;
       const int stream_per_sm = halves ? half_per_sm : whole_per_sm;
