@@ -715,6 +715,43 @@ TEST_CASE("fused cross-entropy backward from the forward's lse") {
       }
 }
 
+// stream_row's entries for two blocks of 512 an SM (planned where more
+// rows than SMs wait and the resident rows at two an SM move at most twice
+// L2, not in place): the cross-entropy forward with its gradient and its
+// backward against the double reference, an odd vocabulary (edges) and one
+// of whole packs, enough rows that every block takes several.
+TEST_CASE("fused stream_row: two blocks of 512 an SM match the double reference") {
+  const Device dev = duet::testing::first_gpu();
+  const std::int64_t rows = 2 * std::int64_t(dev.props().sm_count) + 7;
+  int ran = 0;
+  for (DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (std::int64_t cols : {std::int64_t(70001), std::int64_t(69632)}) {
+      const FusedShape shape{.op = FusedOp::cross_entropy,
+                             .dtype = dt,
+                             .rows = rows,
+                             .cols = cols,
+                             .gradient = true,
+                             .row_edges = cols % dtype_vec16(dt) != 0};
+      const FusedPlan plan = plan_fused(dev.props(), shape, plan_options());
+      if (plan.launch.geometry.block != kFusedStreamBlock / 2) {
+        MESSAGE("skipped: ", plan.kernel, " (", plan.launch.geometry.block, " threads) on ", dev.props().name);
+        continue;
+      }
+      CeCase c;
+      c.dtype = dt;
+      c.rows = rows;
+      c.cols = cols;
+      c.label_smoothing = 0.1f;
+      run_ce(dev, c);
+      c.reduction = Reduction::none;
+      run_ce_backward(dev, c);
+      ++ran;
+    }
+  // The 16-bit vocabularies take it on every GPU duet plans for with an
+  // L2 of 40 MB or more (an H100: 264 rows of 70001 move 70 MiB).
+  if (dev.props().vendor == Vendor::nvidia && dev.props().l2_bytes >= 40'000'000) CHECK(ran >= 4);
+}
+
 // stream_row's stash (rows past a block's registers keep their first packs
 // in shared memory for the writing pass, where L2 would not hold them until
 // then) gives the bits of the pass that reads every chunk again
