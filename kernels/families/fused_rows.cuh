@@ -352,7 +352,8 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
       // Pass 2, last chunk first (the last read, evicted first); the
       // output stored streaming, so it does not push pass 1's lines out
       // of L2.
-      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
+      for (int c = chunks - 1; c >= 0; --c)
+        stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }
@@ -495,7 +496,8 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
     if (op.writes()) {
       edges.template load<LoadHint::last_use>();
       edges.store(f, true);
-      for (int c = chunks - 1; c >= 0; --c) stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
+      for (int c = chunks - 1; c >= 0; --c)
+        stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);
     }
   }
 }

@@ -235,12 +235,11 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // Two blocks of half the threads an SM (the vector path's entries
       // compiled for it), where there are rows for them and their resident
       // rows move at most twice what L2 holds: one block's reductions and
-      // writes then overlap the other's loads. Not in place: there one
-      // block an SM measured faster on the H100 (issue 19's cross-entropy
-      // at 128256 classes, bench/NOTES.md v57), though slower on the H200.
+      // writes then overlap the other's loads (bench/NOTES.md v56, v57).
       // Longer rows read again from L2 miss it more often at twice the
-      // rows resident, and one block an SM measured faster (bench/NOTES.md
-      // v56).
+      // rows resident, and one block an SM measured faster. Not in place
+      // either: there one block an SM measured faster on the H100 (issue
+      // 19's cross-entropy at 128256 classes), though slower on the H200.
       const std::int64_t sms = std::max(dev.sm_count, 1);
       const int whole_per_sm = blocks_per_sm(dev, kFusedStreamBlock);
       const int half_per_sm = blocks_per_sm(dev, kFusedStreamBlock / 2);
