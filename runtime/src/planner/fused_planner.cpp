@@ -229,13 +229,15 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const bool writes = (s.op != FusedOp::cross_entropy || s.gradient) && s.op != FusedOp::shard_stats;
       const bool reduces = s.op != FusedOp::cross_entropy_backward && s.op != FusedOp::shard_softmax;
       const std::int64_t item = fused_item_bytes(s.op, mask, s.dtype);
-      const std::int64_t out_bytes = s.in_place ? 0 : s.cols * dtype_size(fused_out_dtype(s.op, s.dtype));
+      const std::int64_t out_bytes =
+          writes && !s.in_place ? s.cols * dtype_size(fused_out_dtype(s.op, s.dtype)) : 0;
       const std::int64_t row_bytes = nv * item + out_bytes;  // what a row reads, and writes unless in place
       const auto mib = [](std::int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
       // Two blocks of half the threads an SM (the vector path's entries
       // compiled for it), where there are rows for them and their resident
       // rows move at most twice what L2 holds: one block's reductions and
-      // writes then overlap the other's loads (bench/NOTES.md v56, v57).
+      // writes then overlap the other's loads (bench/NOTES.md v56, v57;
+      // measured for rows that write).
       // Longer rows read again from L2 miss it more often at twice the
       // rows resident, and one block an SM measured faster. Not in place
       // either: there one block an SM measured faster on the H100 (issue
@@ -244,7 +246,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const int whole_per_sm = blocks_per_sm(dev, kFusedStreamBlock);
       const int half_per_sm = blocks_per_sm(dev, kFusedStreamBlock / 2);
       const std::int64_t half_rows = std::min<std::int64_t>(s.rows, sms * half_per_sm);
-      const bool halves = vec > 1 && !s.in_place && dev.l2_bytes > 0 && half_per_sm > whole_per_sm &&
+      const bool halves = vec > 1 && writes && !s.in_place && dev.l2_bytes > 0 && half_per_sm > whole_per_sm &&
                           s.rows > sms * whole_per_sm && half_rows * row_bytes <= 2 * dev.l2_bytes;
       threads = halves ? kFusedStreamBlock / 2 : kFusedStreamBlock;
       v.block = threads;
