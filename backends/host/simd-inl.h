@@ -192,9 +192,13 @@ HWY_INLINE VF Exp2Clamped(DF d, VF t) {
 // exp(x) * 2^bias for x <= 0 (softmax's x - max; -inf gives 0) and
 // bias <= 0, as 2^round(t) * 2^(t - round(t)) with t = x log2(e) + bias.
 // NaN stays NaN: the forward finds a row's NaN in its sum that way.
-// - AVX-512 scales by 2^round(t) in one instruction (vscalefps), which
-//   underflows gradually to 0; t is clamped at -150 first, so -inf gives
-//   exactly 0 (vmaxps returns its second operand, t, when t is NaN).
+// - AVX-512 scales by 2^round(t) in one instruction (vscalefps). t is
+//   clamped at -126 first and the result set to 0 below it, as elsewhere:
+//   a result that underflows (the old clamp at -150, which every masked
+//   -inf reached) costs the core a microcode assist, and a quarter of a
+//   row masked made the host's masked softmax 9x slower than no mask
+//   (bench/NOTES.md v58). vmaxps returns its second operand, t, when t is
+//   NaN, and the select keeps it.
 // - Elsewhere the low bits of t + 1.5 * 2^23 + 127 are round(t) + 127, so
 //   shifted into the exponent field they are 2^round(t); below t = -126,
 //   where that would leave the normal range, the result is 0 (the select
@@ -203,7 +207,8 @@ template <class E = F32>
 HWY_INLINE VF ExpNonPositive(DF d, VF x, VF bias) {
   const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), bias);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return Exp2Clamped<E>(d, hn::Max(hn::Set(d, -150.0f), t));
+  const VF lowest = hn::Set(d, -126.0f);
+  return hn::IfThenZeroElse(hn::Lt(t, lowest), Exp2Clamped<E>(d, hn::Max(lowest, t)));
 #else
   const hn::RebindToUnsigned<DF> du;
   const VF shifter = hn::Set(d, 12582912.0f + 127.0f);
