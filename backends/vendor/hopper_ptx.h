@@ -75,6 +75,18 @@ __device__ __forceinline__ void duet_cp_async4(void* smem_dst, const void* globa
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
                : "memory");
 }
+// A 16-byte copy of a line read for the last time: evicted first from L2
+// (an L2::evict_first cache policy, as duet_load_keep's evict_last).
+__device__ __forceinline__ unsigned long long duet_policy_evict_first() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void duet_cp_async16_last_use(void* smem_dst, const void* global_src) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(duet_smem_address(smem_dst)),
+               "l"(global_src), "l"(duet_policy_evict_first())
+               : "memory");
+}
 __device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void duet_cp_async_wait_group() {

@@ -191,6 +191,17 @@ __device__ __forceinline__ void copy_to_shared(V* dst, const V* src) {
   *dst = *src;
 #endif
 }
+// The same for a 16-byte pack read for the last time (LoadHint::last_use):
+// the line evicted first from L2.
+template <class V>
+__device__ __forceinline__ void copy_to_shared_last_use(V* dst, const V* src) {
+  static_assert(sizeof(V) == 16, "cp.async with a cache hint moves 16 bytes here");
+#if DUET_DEVICE_CP_ASYNC
+  duet_cp_async16_last_use(dst, src);
+#else
+  *dst = *src;
+#endif
+}
 __device__ __forceinline__ void shared_copies_commit() {
 #if DUET_DEVICE_CP_ASYNC
   duet_cp_async_commit();
@@ -205,6 +216,21 @@ __device__ __forceinline__ void shared_copies_wait() {
   else
     duet_cp_async_wait_group<PENDING>();
 #endif
+}
+
+// The same for a run-time count: at most `pending` groups in flight, or
+// at most 7 where `pending` is larger (a longer wait, never a shorter one).
+__device__ __forceinline__ void shared_copies_wait(int pending) {
+  switch (pending) {
+    case 0: shared_copies_wait<0>(); break;
+    case 1: shared_copies_wait<1>(); break;
+    case 2: shared_copies_wait<2>(); break;
+    case 3: shared_copies_wait<3>(); break;
+    case 4: shared_copies_wait<4>(); break;
+    case 5: shared_copies_wait<5>(); break;
+    case 6: shared_copies_wait<6>(); break;
+    default: shared_copies_wait<7>(); break;
+  }
 }
 
 }  // namespace duet::DUET_NS::kernels

@@ -11,6 +11,9 @@
 //   kSums      plain sums it needs besides (0..2, RowAcc::a and ::b)
 //   Elem       the storage type of x's elements (x's packs set a row's head)
 //   Item       the packs of one position: x, and dy or a mask pack
+//   kItemIsX   (where true) the Item is x's pack alone, load<H> reads it
+//              unconditionally from x + p, so a copy of those bytes made
+//              elsewhere (stream_row's cp.async stash) is the Item
 //   Scalar     the same op's policy on single elements (PACK = 1)
 //   load<H>(it, p)          loads pack p of every tensor
 //   accumulate(acc, it, p)  adds pack p to the thread's RowAcc
@@ -150,6 +153,7 @@ struct MaskedSoftmaxOp {
   // makes sizeof say otherwise).
   using Item = std::conditional_t<std::is_same_v<MaskPack, NoPack> || SHARED, ItemWithoutMask, ItemWithMask>;
   using Final = MaskedSoftmaxFinal;
+  static constexpr bool kItemIsX = MASK == MaskKind::none;
 
   const V* x;
   V* out;
@@ -399,6 +403,7 @@ struct LogitPacks {
   struct Item {
     V x;
   };
+  static constexpr bool kItemIsX = true;
   const V* x;
 
   template <LoadHint H>

@@ -140,6 +140,11 @@ struct RowStash {
   }
   __device__ __forceinline__ bool holds(int chunk, int j) const { return chunk * VPT + j < slots; }
   __device__ __forceinline__ bool holds_all(int chunk) const { return (chunk + 1) * VPT <= slots; }
+  // Of a row's `chunks`, those with a slot here.
+  __device__ __forceinline__ int chunks_held(int chunks) const { return min(chunks, (slots + VPT - 1) / VPT); }
+  // This thread's word 0 of slot (chunk, j): the whole Item where kWords
+  // is 1.
+  __device__ __forceinline__ Word* slot(int chunk, int j) const { return words + (chunk * VPT + j) * kWords * BLOCK; }
   __device__ __forceinline__ void put(int chunk, int j, const Item& it) const {
     Word w[kWords];
     __builtin_memcpy(w, &it, sizeof(Item));
@@ -202,6 +207,93 @@ __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Fi
       op.store(stash.get(c, j), c0 + j * nt + tid, f, true);
     else
       op.store(it[j], c0 + j * nt + tid, f, true);
+  }
+}
+
+// A pass-1 chunk c of stream_row: its loads, then its sums, each pack into
+// the stash as it is added where the chunk is kept; WITH_EDGES, the row's
+// edges first.
+template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
+__device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
+                                                  const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
+                                                  int packs) {
+  constexpr int nt = BLOCK;
+  const int tid = threadIdx.x;
+  const int c0 = c * nt * VPT, left = packs - c0;
+  typename Op::Item it[VPT];
+  if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
+  stream_load<Op, VPT, BLOCK>(op, stash, it, c, c0, left);
+  if constexpr (WITH_EDGES) edges.accumulate(acc);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    if (j * nt + tid >= left) continue;
+    if (stash.holds(c, j)) stash.put(c, j, it[j]);
+    op.accumulate(acc, it[j], c0 + j * nt + tid);
+  }
+}
+
+// stream_row's stash filled by cp.async, where the device has it and the
+// op's Item is x's 16-byte pack alone (Op::kItemIsX: the vector path of
+// cross-entropy's forward and of the softmax without a mask tensor; the
+// widening softmax's 8-byte packs take the loads): at the start of a row's pass 1 every thread copies its stashed
+// packs straight to their slots, a commit group a chunk, so all of them
+// are in flight at once; pass 1 then waits for each chunk's group only
+// (chunk c of `held` stash chunks leaves held - 1 - c groups in flight)
+// and adds it from shared memory. A thread reads only the slots it copied:
+// no barrier orders them. Pass 2's reads of a row's slots come before the
+// next row's copies into them in the thread's program order, and each
+// feeds a store that issues before those copies do.
+template <class Op, class = void>
+struct ItemIsX : std::false_type {};
+template <class Op>
+struct ItemIsX<Op, std::void_t<decltype(Op::kItemIsX)>> : std::bool_constant<Op::kItemIsX> {};
+template <class Op>
+inline constexpr bool kAsyncStash =
+    DUET_DEVICE_CP_ASYNC && reduces<Op> && ItemIsX<Op>::value && sizeof(typename Op::Item) == 16;
+
+// The copies of chunk c's stashed packs of a row (`src`: the row's pack 0,
+// `packs` in its body) as one group of this thread's copies; every thread
+// commits one, copies or not.
+template <class Item, int VPT, int BLOCK, class V>
+__device__ __forceinline__ void stash_fetch(const RowStash<Item, VPT, BLOCK>& stash, const V* src, int c, int packs) {
+  static_assert(sizeof(Item) == sizeof(V) && RowStash<Item, VPT, BLOCK>::kWords == 1, "the Item is x's pack alone");
+  const int c0 = c * BLOCK * VPT;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int p = c0 + j * BLOCK + static_cast<int>(threadIdx.x);
+    if (stash.holds(c, j) && p < packs) copy_to_shared_last_use(reinterpret_cast<V*>(stash.slot(c, j)), src + p);
+  }
+  shared_copies_commit();
+}
+// A row's `held` stash chunks, a group each, in chunk order.
+template <class Item, int VPT, int BLOCK, class V>
+__device__ __forceinline__ void stash_fetch_row(const RowStash<Item, VPT, BLOCK>& stash, const V* src, int held,
+                                                int packs) {
+  for (int c = 0; c < held; ++c) stash_fetch(stash, src, c, packs);
+}
+
+// Pass 1's chunk c of a row whose stash comes by cp.async: the chunk's
+// packs past the stash loaded into registers first (kept in L2 for pass
+// 2), then the stash's copies waited for (`pending` groups may stay in
+// flight), then every pack added; WITH_EDGES, the row's edges first.
+template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
+__device__ __forceinline__ void stream_accumulate_stashed(const Op& op, Edges& edges, RowAcc& acc,
+                                                          const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
+                                                          int packs, int pending) {
+  constexpr int nt = BLOCK;
+  const int tid = threadIdx.x;
+  const int c0 = c * nt * VPT, left = packs - c0;
+  typename Op::Item it[VPT];
+  if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (j * nt + tid < left && !stash.holds(c, j)) op.template load<LoadHint::keep>(it[j], c0 + j * nt + tid);
+  shared_copies_wait(pending);
+  if constexpr (WITH_EDGES) edges.accumulate(acc);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    if (j * nt + tid >= left) continue;
+    op.accumulate(acc, stash.holds(c, j) ? stash.get(c, j) : it[j], c0 + j * nt + tid);
   }
 }
 
@@ -324,11 +416,25 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
   const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)
   const int chunks = packs / kChunk + (packs % kChunk != 0);
   const RowStash<typename Op::Item, VPT, BLOCK> stash(reduces<Op> ? a.stash_bytes : 0);  // pass 1 fills it
+  const int held = stash.chunks_held(chunks);
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const Op op(a, row, 0);
     RowAcc acc;
-    if constexpr (reduces<Op>) {
+    if constexpr (kAsyncStash<Op>) {
+      // Pass 1: the stashed chunks in flight at once, then the chunks
+      // one at a time as below.
+      stash_fetch_row(stash, op.x, held, packs);
+      int dummy_edges = 0;
+      for (int c = 0; c < chunks; ++c) {
+        if (c < held)
+          stream_accumulate_stashed<Op, VPT, BLOCK, false>(op, dummy_edges, acc, stash, c, packs, held - 1 - c);
+        else
+          stream_accumulate<Op, VPT, BLOCK, false>(op, dummy_edges, acc, stash, c, packs);
+      }
+      acc = combine_block<Op>(acc, scratch, parity);
+      parity ^= 1;
+    } else if constexpr (reduces<Op>) {
       // Pass 1: every chunk into the thread's partial results; the stash
       // keeps the first packs, the reads of the rest ask L2 to keep the
       // lines for pass 2.
@@ -446,27 +552,6 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
   }
 }
 
-// A pass-1 chunk c of fused_stream_edges_kernel: its loads, then its sums,
-// each pack into the stash as it is added where the chunk is kept;
-// WITH_EDGES, the row's edges first.
-template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
-__device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
-                                                  const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
-                                                  int packs) {
-  constexpr int nt = BLOCK;
-  const int tid = threadIdx.x;
-  const int c0 = c * nt * VPT, left = packs - c0;
-  typename Op::Item it[VPT];
-  if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
-  stream_load<Op, VPT, BLOCK>(op, stash, it, c, c0, left);
-  if constexpr (WITH_EDGES) edges.accumulate(acc);
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    if (j * nt + tid >= left) continue;
-    if (stash.holds(c, j)) stash.put(c, j, it[j]);
-    op.accumulate(acc, it[j], c0 + j * nt + tid);
-  }
-}
 // The edges once a row: in pass 1 with the first chunk (their loads in
 // flight with the chunk's, their registers free after it); in pass 2 read
 // again and written before the chunks (the threads that hold them wait one
@@ -485,7 +570,23 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
     const Op op(a, row, span.head);
     RowEdges<Op, PACK, BLOCK> edges(op, span, tid, true);
     RowAcc acc;
-    if constexpr (reduces<Op>) {
+    if constexpr (kAsyncStash<Op>) {
+      const int held = stash.chunks_held(chunks);
+      stash_fetch_row(stash, op.x, held, packs);
+      for (int c = 0; c < (chunks > 0 ? chunks : 1); ++c) {  // the edges with chunk 0, if only they
+        const int pending = held - 1 - c;
+        if (c == 0 && held > 0)
+          stream_accumulate_stashed<Op, VPT, BLOCK, true>(op, edges, acc, stash, c, packs, pending);
+        else if (c == 0)
+          stream_accumulate<Op, VPT, BLOCK, true>(op, edges, acc, stash, c, packs);
+        else if (c < held)
+          stream_accumulate_stashed<Op, VPT, BLOCK, false>(op, edges, acc, stash, c, packs, pending);
+        else
+          stream_accumulate<Op, VPT, BLOCK, false>(op, edges, acc, stash, c, packs);
+      }
+      acc = combine_block<Op>(acc, scratch, parity);
+      parity ^= 1;
+    } else if constexpr (reduces<Op>) {
       stream_accumulate<Op, VPT, BLOCK, true>(op, edges, acc, stash, 0, packs);
       for (int c = 1; c < chunks; ++c) stream_accumulate<Op, VPT, BLOCK, false>(op, edges, acc, stash, c, packs);
       acc = combine_block<Op>(acc, scratch, parity);
