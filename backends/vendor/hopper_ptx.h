@@ -105,18 +105,6 @@ __device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.asyn
 #define DUET_DEVICE_CLUSTERS 0
 #endif
 
-// A contiguous range of global memory asked of L2 ahead of its loads, by
-// one instruction (PTX ISA, "cp.async.bulk.prefetch", sm_90+): 16-byte
-// aligned, a multiple of 16 bytes. A hint: nothing waits for it.
-#if DUET_DEVICE_CLUSTERS
-#define DUET_DEVICE_BULK_PREFETCH 1
-__device__ __forceinline__ void duet_prefetch_l2_bulk(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-#else
-#define DUET_DEVICE_BULK_PREFETCH 0
-#endif
-
 // Cluster-scope signalling on sm_90+ (PTX ISA, "mbarrier", "mapa",
 // "st.async"): a store into another block's shared memory whose bytes
 // complete a transaction-counting barrier there. An mbarrier is a 64-bit

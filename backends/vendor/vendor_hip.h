@@ -89,8 +89,6 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // No asynchronous global-to-shared copy: storage.cuh's copy_to_shared loads
 // and stores.
 #define DUET_DEVICE_CP_ASYNC 0
-// No bulk prefetch into L2: stream_row's chunks wait on their loads.
-#define DUET_DEVICE_BULK_PREFETCH 0
 // 2^x: exp2f is one v_exp_f32 on AMD.
 #define DUET_FAST_EXP2(x) exp2f(x)
 // No paired float -> 16-bit conversion instruction: storage.cuh rounds each

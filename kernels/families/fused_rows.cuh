@@ -140,9 +140,6 @@ struct RowStash {
   }
   __device__ __forceinline__ bool holds(int chunk, int j) const { return chunk * VPT + j < slots; }
   __device__ __forceinline__ bool holds_all(int chunk) const { return (chunk + 1) * VPT <= slots; }
-  // The packs a row keeps here, from its pack 0 (slots are whole chunks'
-  // rows of BLOCK packs).
-  __device__ __forceinline__ int slots_packs() const { return slots * BLOCK; }
   // Of a row's `chunks`, those with a slot here.
   __device__ __forceinline__ int chunks_held(int chunks) const { return min(chunks, (slots + VPT - 1) / VPT); }
   // This thread's word 0 of slot (chunk, j): the whole Item where kWords
@@ -300,23 +297,6 @@ __device__ __forceinline__ void stream_accumulate_stashed(const Op& op, Edges& e
   }
 }
 
-// Pass 1's packs past the stash asked of L2 ahead of their loads, where
-// the stash comes by cp.async and the device has a bulk prefetch (sm_90):
-// at a row's start the block's thread 0 asks for the packs from the
-// stash's end on, at most kStreamAheadPacks (one instruction: they are
-// contiguous), so the chunks loaded into registers after the stash's find
-// L2 rather than wait on DRAM one chunk at a time (the loads then mark the
-// lines to keep for pass 2, as before).
-inline constexpr int kStreamAheadBytes = 256 * 1024;
-template <class Op>
-__device__ __forceinline__ void stream_prefetch(const Op& op, int from, int packs) {
-#if DUET_DEVICE_BULK_PREFETCH
-  using V = typename Op::V;
-  if (threadIdx.x == 0 && from < packs)
-    duet_prefetch_l2_bulk(op.x + from, static_cast<unsigned>(min(packs - from, kStreamAheadBytes / int(sizeof(V)))) * sizeof(V));
-#endif
-}
-
 // Ops that copy a pack's mask to shared memory (MaskedSoftmaxOp's SHARED)
 // wait for a row's copies after its loads, before its first accumulate.
 template <class Op, class = void>
@@ -445,7 +425,6 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
       // Pass 1: the stashed chunks in flight at once, then the chunks
       // one at a time as below.
       stash_fetch_row(stash, op.x, held, packs);
-      stream_prefetch(op, stash.slots_packs(), packs);
       int dummy_edges = 0;
       for (int c = 0; c < chunks; ++c) {
         if (c < held)
@@ -594,7 +573,6 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
     if constexpr (kAsyncStash<Op>) {
       const int held = stash.chunks_held(chunks);
       stash_fetch_row(stash, op.x, held, packs);
-      stream_prefetch(op, stash.slots_packs(), packs);
       for (int c = 0; c < (chunks > 0 ? chunks : 1); ++c) {  // the edges with chunk 0, if only they
         const int pending = held - 1 - c;
         if (c == 0 && held > 0)
