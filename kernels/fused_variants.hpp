@@ -161,6 +161,14 @@ constexpr int fused_item_bytes(FusedOp op, MaskKind mask, DType dtype) {
                                                                                   : 0;
   return (x + second + x - 1) / x * x;
 }
+// Whether stream_row's stash is filled by cp.async where the device has it
+// (NVIDIA sm_80+; families/fused_rows.cuh, kAsyncStash): the vector path
+// of the ops whose Item is x's 16-byte pack alone and that reduce.
+constexpr bool fused_stash_by_copy(FusedOp op, MaskKind mask, DType dtype) {
+  const bool x_alone = op == FusedOp::cross_entropy || op == FusedOp::shard_stats ||
+                       (op == FusedOp::masked_softmax && mask == MaskKind::none);
+  return x_alone && fused_item_bytes(op, mask, dtype) == 16;
+}
 // The shared memory a fused block declares (FusedScratch,
 // families/fused_rows.cuh: two buffers of a float4 a warp of 32).
 inline constexpr int kFusedScratchBytes = 2 * (kFusedBlockMaxThreads / 32) * 16;

@@ -768,7 +768,32 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.launch.geometry.dynamic_smem == 14 * 16384);
   CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
   CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB: the rows between their passes "
-                   "move 65 MiB, past L2's 50 MiB), the rest read again from L2") != std::string::npos);
+                   "move 65 MiB, past L2's 50 MiB; copied there by cp.async, a row's all in flight at once), the rest "
+                   "read again from L2") != std::string::npos);
+  // cp.async fills the stash of the ops whose Item is x's 16-byte pack
+  // alone, on NVIDIA sm_80+: not the widening softmax's 8-byte packs, not
+  // two tensors a position, not a device without cp.async.
+  CHECK(fused_stash_by_copy(FusedOp::cross_entropy, MaskKind::none, DType::f32));
+  CHECK(fused_stash_by_copy(FusedOp::masked_softmax, MaskKind::none, DType::f16));
+  CHECK_FALSE(fused_stash_by_copy(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16));
+  CHECK_FALSE(fused_stash_by_copy(FusedOp::masked_softmax_backward, MaskKind::none, DType::bf16));
+  CHECK_FALSE(fused_stash_by_copy(FusedOp::widening_softmax, MaskKind::none, DType::bf16));
+  for (const auto& [op, mask] : {std::pair{FusedOp::widening_softmax, MaskKind::none},
+                                 std::pair{FusedOp::masked_softmax_backward, MaskKind::none},
+                                 std::pair{FusedOp::masked_softmax, MaskKind::boolean}}) {
+    const FusedPlan q = plan(h100, op, mask, DType::bf16, 1 << 18);
+    INFO(q.kernel, ": ", q.why);
+    CHECK(q.launch.geometry.dynamic_smem > 0);
+    CHECK(q.why.find("cp.async") == std::string::npos);
+  }
+  DeviceProps a100_like = h100;
+  a100_like.cc_major = 8;
+  CHECK(plan(a100_like, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).why.find("cp.async") !=
+        std::string::npos);
+  DeviceProps volta_like = h100;
+  volta_like.cc_major = 7;
+  CHECK(plan(volta_like, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).why.find("cp.async") ==
+        std::string::npos);
   // Two blocks of 512 an SM where their rows move at most twice L2: 264
   // rows of 70001 bf16 logits and their gradient move 70 MiB; each block
   // keeps its share of the SM's shared memory, 14 slots of 8 KiB.

@@ -284,7 +284,11 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
           const std::int64_t kept = std::min(nv, slots * threads);
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
           why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
-          why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes) + ")";
+          why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes);
+          // The kernels' cp.async copies (NVIDIA sm_80+; bench/NOTES.md v59).
+          if (dev.vendor == Vendor::nvidia && dev.cc_major >= 8 && fused_stash_by_copy(s.op, mask, s.dtype))
+            why += "; copied there by cp.async, a row's all in flight at once";
+          why += ")";
           if (kept < nv) why += ", the rest read again from L2";
         } else {
           why += ", the second reading it again from L2";
