@@ -110,11 +110,6 @@ void check_layout(const Variant& v, const SoftmaxArgs& a) {
                     std::to_string(v.vec) + " elements)");
   if (rule == LayoutRule::dense_rows && !l.dense)
     throw Error(Status::invalid_argument, variant_name(v) + " needs every tensor's rows back to back (row stride = cols)");
-  if (v.strategy == Strategy::flat_rows && a.cols / v.vec > flat_rows_max_packs(v.backward))
-    throw Error(Status::invalid_argument, variant_name(v) + " holds rows of at most " +
-                                              std::to_string(flat_rows_max_packs(v.backward)) + " whole " +
-                                              std::to_string(v.vec) + "-element packs in registers, not " +
-                                              std::to_string(a.cols) + " columns");
   if (!v.edges && !l.on_packs)
     throw Error(Status::invalid_argument, variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
                                               "-element packs from a pack boundary; the entry with edges serves others");

@@ -7,8 +7,8 @@
 // so the block moves it as the aligned 16-byte packs that cover it (element
 // by element only at the tile's two ends, never touching a neighbouring
 // tile's elements) through shared memory: thread t then works row t of the
-// tile from shared memory (its values in registers), its results written
-// back in place, and the tile leaves as packs again.
+// tile from shared memory, its results written back in place, and the tile
+// leaves as packs again.
 // Grid: blocks of ROWS threads, one tile each, up to the planner's waves;
 // dynamic shared memory: a tile of each tensor read, from the pack boundary
 // before its first element (runtime/src/planner/planner.cpp: smem_vecs packs a
@@ -79,52 +79,10 @@ __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, 
   }
 }
 
-// The longest row the planner gives flat_rows (flat_rows_max_packs whole
-// packs and the edges around them: cols / PACK <= that).
-template <int PACK, bool BACKWARD>
-inline constexpr int kFlatMaxCols = (flat_rows_max_packs(BACKWARD) + 1) * PACK - 1;
-
-// One row of the tile in place, its values in registers: each element
-// read from shared memory once, at an offset known at compile time (the
-// loops run to MAXC, the elements past `cols` predicated off), so a row
-// costs a few instructions an element and no index arithmetic.
-template <class T, int MAXC, bool BACKWARD>
-__device__ __forceinline__ void flat_row(T* xr, const T* gr, int cols, int log) {
-  float x[MAXC];
-#pragma unroll
-  for (int i = 0; i < MAXC; ++i) x[i] = i < cols ? to_float(xr[i]) : 0.0f;
-  if constexpr (BACKWARD) {
-    float g[MAXC];
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i) g[i] = i < cols ? to_float(gr[i]) : 0.0f;
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i)
-      if (i < cols) s += backward_term(x[i], g[i], log);
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i)
-      if (i < cols) xr[i] = from_float<T>(backward_value(x[i], g[i], s, log));
-  } else {
-    float m = kNegInf;
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i)
-      if (i < cols) m = fmaxf(m, x[i]);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i)
-      if (i < cols) s += exp_shifted(x[i], m);
-    const float inv_s = 1.0f / s;
-    const float log_s = log ? logf(s) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < MAXC; ++i)
-      if (i < cols) xr[i] = from_float<T>(forward_value(x[i], m, inv_s, log_s, log));
-  }
-}
-
 template <class T, int PACK, int ROWS, bool BACKWARD>
 __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
-  const int cols = static_cast<int>(a.cols);  // at most kFlatMaxCols (the launch checks it)
+  const std::int64_t cols = a.cols;
   // Every tensor starts at the same offset within a pack (the runtime checks
   // it), so one phase serves them all.
   const int phase = static_cast<int>(reinterpret_cast<std::uintptr_t>(a.x) / sizeof(T) % PACK);
@@ -142,8 +100,28 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
     if (threadIdx.x < rows) {
       // Row t of the tile, from the element e0 + t cols (the tile starts at
       // the pack boundary (e0 + phase) % PACK elements before e0).
-      const int at = static_cast<int>((e0 + phase) % PACK) + static_cast<int>(threadIdx.x) * cols;
-      flat_row<T, kFlatMaxCols<PACK, BACKWARD>, BACKWARD>(x_tile + at, g_tile + at, cols, a.log);
+      const std::int64_t at = (e0 + phase) % PACK + std::int64_t(threadIdx.x) * cols;
+      T* xr = x_tile + at;
+      if constexpr (BACKWARD) {
+        const T* gr = g_tile + at;
+        float s = 0.0f;
+#pragma unroll 4
+        for (std::int64_t i = 0; i < cols; ++i) s += backward_term(to_float(xr[i]), to_float(gr[i]), a.log);
+#pragma unroll 4
+        for (std::int64_t i = 0; i < cols; ++i)
+          xr[i] = from_float<T>(backward_value(to_float(xr[i]), to_float(gr[i]), s, a.log));
+      } else {
+        float m = kNegInf;
+#pragma unroll 4
+        for (std::int64_t i = 0; i < cols; ++i) m = fmaxf(m, to_float(xr[i]));
+        float s = 0.0f;
+#pragma unroll 4
+        for (std::int64_t i = 0; i < cols; ++i) s += exp_shifted(to_float(xr[i]), m);
+        const float inv_s = 1.0f / s;
+        const float log_s = logf(s);
+#pragma unroll 4
+        for (std::int64_t i = 0; i < cols; ++i) xr[i] = from_float<T>(forward_value(to_float(xr[i]), m, inv_s, log_s, a.log));
+      }
     }
     __syncthreads();
     flat_store<T, PACK, ROWS>(static_cast<T*>(a.out), phase, e0, e1, x_tile);
