@@ -27,8 +27,9 @@ constexpr FusedKernelFn make_fused_entry() {
   using Op = typename kernels::OpOf<v.op, v.mask, T, v.vec>::type;
   static_assert(v.vec == 1 || sizeof(typename Op::Item) == fused_item_bytes(v.op, v.mask, v.dtype),
                 "the planner sizes stream_row's stash by fused_item_bytes");
-  static_assert(v.vec == 1 || (kernels::ItemIsX<Op>::value && kernels::reduces<Op> && sizeof(typename Op::Item) == 16) ==
-                                  fused_stash_by_copy(v.op, v.mask, v.dtype),
+  constexpr bool kStashByCopy =
+      kernels::ItemIsX<Op>::value && kernels::reduces<Op> && sizeof(typename Op::Item) == 16;
+  static_assert(v.vec == 1 || kStashByCopy == fused_stash_by_copy(v.op, v.mask, v.dtype),
                 "the planner says which stashes cp.async fills by fused_stash_by_copy");
   if constexpr (fused_mask_in_shared(v)) {
     using SharedMaskOp = kernels::MaskedSoftmaxOp<T, v.vec, v.mask, true>;

@@ -235,14 +235,15 @@ __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, Ro
 // stream_row's stash filled by cp.async, where the device has it and the
 // op's Item is x's 16-byte pack alone (Op::kItemIsX: the vector path of
 // cross-entropy's forward and of the softmax without a mask tensor; the
-// widening softmax's 8-byte packs take the loads): at the start of a row's pass 1 every thread copies its stashed
-// packs straight to their slots, a commit group a chunk, so all of them
-// are in flight at once; pass 1 then waits for each chunk's group only
-// (chunk c of `held` stash chunks leaves held - 1 - c groups in flight)
-// and adds it from shared memory. A thread reads only the slots it copied:
-// no barrier orders them. Pass 2's reads of a row's slots come before the
-// next row's copies into them in the thread's program order, and each
-// feeds a store that issues before those copies do.
+// widening softmax's 8-byte packs take the loads): at the start of a row's
+// pass 1 every thread copies its stashed packs straight to their slots, a
+// commit group a chunk, so all of them are in flight at once; pass 1 then
+// waits for each chunk's group only (chunk c of `held` stash chunks leaves
+// held - 1 - c groups in flight) and adds it from shared memory
+// (bench/NOTES.md v59). A thread reads only the slots it copied: no barrier
+// orders them. Pass 2's reads of a row's slots come before the next row's
+// copies into them in the thread's program order, and each feeds a store
+// that issues before those copies do.
 template <class Op, class = void>
 struct ItemIsX : std::false_type {};
 template <class Op>
@@ -425,12 +426,12 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
       // Pass 1: the stashed chunks in flight at once, then the chunks
       // one at a time as below.
       stash_fetch_row(stash, op.x, held, packs);
-      int dummy_edges = 0;
+      int no_edges = 0;  // WITH_EDGES is false: never used
       for (int c = 0; c < chunks; ++c) {
         if (c < held)
-          stream_accumulate_stashed<Op, VPT, BLOCK, false>(op, dummy_edges, acc, stash, c, packs, held - 1 - c);
+          stream_accumulate_stashed<Op, VPT, BLOCK, false>(op, no_edges, acc, stash, c, packs, held - 1 - c);
         else
-          stream_accumulate<Op, VPT, BLOCK, false>(op, dummy_edges, acc, stash, c, packs);
+          stream_accumulate<Op, VPT, BLOCK, false>(op, no_edges, acc, stash, c, packs);
       }
       acc = combine_block<Op>(acc, scratch, parity);
       parity ^= 1;
