@@ -857,7 +857,7 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
   }
   // The scaled softmax without a mask, its rows at an odd stride: each row
   // starts at another offset within a pack, so consecutive rows' bodies
-  // (and the stash chunks copied a row ahead, on devices with cp.async)
+  // (and the stash copies each row issues, on devices with cp.async)
   // differ.
   for (DType dt : {DType::bf16, DType::f32}) {
     const std::int64_t rows = 2 * dev.props().sm_count + 3, cols = 131072 + 1, stride = cols + 3;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "duet/error.hpp"
+#include "device_features.hpp"
 #include "fused_variants.hpp"
 #include "shape_limits.hpp"
 
@@ -199,7 +200,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       std::int64_t smem = 0;
       if (fused_mask_in_shared(s.op, mask, FusedStrategy::block_row, vec, vpt)) {
         smem = fused_shared_mask_bytes(mask, s.dtype, t, vpt);
-        if (dev.vendor != Vendor::nvidia || dev.cc_major < 8 || smem + kFusedScratchBytes > dev.smem_per_block_optin ||
+        if (!detail::copies_to_shared_async(dev) || smem + kFusedScratchBytes > dev.smem_per_block_optin ||
             best_per_sm > 1)
           return;
       }
@@ -285,8 +286,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
           why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
           why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes);
-          // The kernels' cp.async copies (NVIDIA sm_80+; bench/NOTES.md v59).
-          if (dev.vendor == Vendor::nvidia && dev.cc_major >= 8 && fused_stash_by_copy(s.op, mask, s.dtype))
+          // The kernels' cp.async copies (bench/NOTES.md v59).
+          if (detail::copies_to_shared_async(dev) && fused_stash_by_copy(s.op, mask, s.dtype))
             why += "; copied there by cp.async, a row's all in flight at once";
           why += ")";
           if (kept < nv) why += ", the rest read again from L2";

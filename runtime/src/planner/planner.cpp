@@ -8,6 +8,7 @@
 
 #include "duet/config.hpp"
 #include "duet/error.hpp"
+#include "device_features.hpp"
 #include "shape_limits.hpp"
 
 namespace duet {
@@ -188,8 +189,7 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // sector-wide tile and two passes (bench/NOTES.md v50, v51).
 bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int widest, int narrowest,
                            const AttributeSource& attributes, Plan& out) {
-  if (!s.vector_ok || s.options.interleaved_stash == InterleavedStash::off || dev.vendor != Vendor::nvidia ||
-      dev.cc_major < 8)
+  if (!s.vector_ok || s.options.interleaved_stash == InterleavedStash::off || !detail::copies_to_shared_async(dev))
     return false;
   const int threads = kInterleavedSmemThreads;
   const int pack_bytes = kInterleavedPack * dtype_size(s.dtype);
