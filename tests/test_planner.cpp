@@ -851,7 +851,7 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
         3 * 16384);
   // Switched off (DUET_FUSED_STASH=0): every chunk again from L2.
   PlanOptions off;
-  off.fused_stash = false;
+  off.fused_stash = FusedStash::off;
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256, off);
   CHECK(p.launch.geometry.dynamic_smem == 0);
   CHECK(p.why.find("(DUET_FUSED_STASH=0)") != std::string::npos);
@@ -1015,7 +1015,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.max_cluster_blocks == kMaxClusterBlocks);
   CHECK(!none.force_split);
   CHECK(!none.persistent);
-  CHECK(none.fused_stash);
+  CHECK(none.fused_stash == FusedStash::past_l2);
   CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
@@ -1026,8 +1026,9 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_STREAM_SLACK", "12"}}).stream_slack == 12);
   CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
-  CHECK(!with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash);
-  CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash);
+  CHECK(with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash == FusedStash::off);
+  CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash == FusedStash::past_l2);
+  CHECK(with_env({{"DUET_FUSED_STASH", "always"}}).fused_stash == FusedStash::always);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);

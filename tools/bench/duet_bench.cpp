@@ -9,13 +9,15 @@
 //                    host, memcpy on the host backend's threads
 //
 // The fused operations (--op masked_softmax, causal_softmax[_backward],
-// cross_entropy, cross_entropy_forward) count the bytes each must move:
+// cross_entropy[_in_place], cross_entropy_forward) count the bytes each must
+// move:
 //   masked_softmax         x read, y written, the [B, 1, Sq, Sk] mask read once
 //                          (--mask: boolean, the default; additive, in x's
 //                          dtype; none)
 //   causal_softmax         x read, y written (the masked half counted too)
 //   causal_softmax_backward y and dy read, dx written
 //   cross_entropy          the logits read once, the gradient written once
+//   cross_entropy_in_place the same, the gradient written into the logits
 //   cross_entropy_forward  the logits read once
 // (targets, losses and lse are a few bytes a row, not counted).
 //
@@ -131,14 +133,14 @@ class Progress {
 
 bool is_fused(const std::string& op) {
   return op == "masked_softmax" || op == "causal_softmax" || op == "causal_softmax_backward" ||
-         op == "cross_entropy" || op == "cross_entropy_forward";
+         op == "cross_entropy" || op == "cross_entropy_in_place" || op == "cross_entropy_forward";
 }
 
 // Row lengths a fused op runs by default: the shapes.
 std::vector<std::int64_t> fused_default_cols(const std::string& op, const std::string& dtype) {
   if (op == "masked_softmax") return {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
   if (op.rfind("causal", 0) == 0) return {2048};
-  if (op == "cross_entropy") return {32000, 50257, 128256};
+  if (op == "cross_entropy" || op == "cross_entropy_in_place") return {32000, 50257, 128256};
   return dtype == "f32" ? std::vector<std::int64_t>{128256, 1048576} : std::vector<std::int64_t>{128256};
 }
 
@@ -178,7 +180,8 @@ int main(int argc, char** argv) {
                  "softmax, log_softmax, softmax_backward, log_softmax_backward (repeatable, or a comma list)")
       ->delimiter(',')
       ->check(CLI::IsMember({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "masked_softmax",
-                             "causal_softmax", "causal_softmax_backward", "cross_entropy", "cross_entropy_forward"}));
+                             "causal_softmax", "causal_softmax_backward", "cross_entropy", "cross_entropy_in_place",
+                             "cross_entropy_forward"}));
   std::int64_t heads = 32, batch_size = 8;
   std::string mask_name = "boolean";
   app.add_option("--mask", mask_name, "masked_softmax: the [B, 1, Sq, Sk] mask's kind")
@@ -310,7 +313,8 @@ int main(int argc, char** argv) {
       const bool causal = op_name.rfind("causal", 0) == 0;
       const bool ce = op_name.rfind("cross_entropy", 0) == 0;
       const bool bwd = op_name == "causal_softmax_backward";
-      const bool grad = op_name == "cross_entropy";
+      const bool in_place = op_name == "cross_entropy_in_place";
+      const bool grad = op_name == "cross_entropy" || in_place;
       // Rows: causal [B, H, S, S]; masked [B, H, Sq, Sk] with Sq from the
       // size; cross-entropy --rows or from the size.
       std::int64_t rows = fixed_rows > 0 ? fixed_rows
@@ -353,7 +357,7 @@ int main(int argc, char** argv) {
       for (int s = 0; s < sets; ++s) {
         xs.push_back(filled(bytes));
         if (bwd) gs.push_back(filled(bytes));
-        if (!ce || grad) outs.emplace_back(dev, bytes);
+        if (!ce || (grad && !in_place)) outs.emplace_back(dev, bytes);
       }
       duet::Buffer mask, target, loss, lse;
       if (mask_bytes) {
@@ -393,6 +397,7 @@ int main(int argc, char** argv) {
       const std::int64_t vec = duet::dtype_vec16(dt);
       shape.vector_ok = mask_bytes == 0 || heads == 1 || (seq_q * cols) % vec == 0;
       shape.gradient = grad;
+      shape.in_place = in_place;
       std::function<void(int)> launch;
       if (ce) {
         shape.op = duet::FusedOp::cross_entropy;
@@ -407,7 +412,9 @@ int main(int argc, char** argv) {
           call.loss = static_cast<float*>(loss.data());
           call.lse = static_cast<float*>(lse.data());
           if (grad) {
-            call.grad = outs[std::size_t(s)].data();
+            // In place: the gradient overwrites the logits, so later
+            // launches read earlier gradients (the same work).
+            call.grad = in_place ? xs[std::size_t(s)].data() : outs[std::size_t(s)].data();
             call.grad_stride = cols;
           }
           duet::run(dev, call);

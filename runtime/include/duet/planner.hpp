@@ -50,11 +50,12 @@ namespace duet {
 // | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, cluster_row_smem for 16-bit rows, and interleaved_cluster where one block holds the tile once an SM |
 // | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
-// | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit |
+// | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit; the fused operations' stream_row wherever their group_rows does not |
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
-// | DUET_FUSED_STASH=0 | fused_stash = false | the fused stream_row re-reads every chunk of a row from L2 |
+// | DUET_FUSED_STASH=0 | fused_stash = off | the fused stream_row re-reads every chunk of a row from L2 |
+// | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where L2 holds the rows between their passes |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
@@ -64,6 +65,14 @@ enum class InterleavedStash {
   off,             // nowhere: rows past registers read twice
   past_registers,  // rows too long for registers, where the tile fits
   always,          // also rows registers hold (a comparison)
+};
+
+// Where the fused operations' stream_row keeps what fits of a row in shared
+// memory between its passes (its stash).
+enum class FusedStash {
+  off,      // nowhere: pass 2 reads every chunk again from L2
+  past_l2,  // where the rows between their passes move more than L2 holds
+  always,   // also where L2 holds them (a comparison)
 };
 
 struct PlanOptions {
@@ -82,7 +91,8 @@ struct PlanOptions {
   int max_cluster_blocks = kMaxClusterBlocks;
   // split_row for every row past group_rows.
   bool force_split = false;
-  // split_stream for every row past group_rows.
+  // split_stream for every row past group_rows (the fused operations:
+  // stream_row for every row past theirs).
   bool force_stream = false;
   // split_stream's slack: how many items its second pass trails the first
   // by beyond a row's chunks (0: one per resident block).
@@ -92,9 +102,9 @@ struct PlanOptions {
   int block_vpt = 0;
   // Grids of one wave of resident blocks instead of up to 64.
   bool persistent = false;
-  // The fused operations' stream_row keeps what fits of a row in shared
-  // memory between its passes (duet/fused_planner.hpp).
-  bool fused_stash = true;
+  // Where the fused operations' stream_row keeps what fits of a row in
+  // shared memory between its passes (duet/fused_planner.hpp).
+  FusedStash fused_stash = FusedStash::past_l2;
   InterleavedStash interleaved_stash = InterleavedStash::past_registers;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).

@@ -13,7 +13,8 @@ namespace duet::detail {
 namespace {
 
 using FusedKey =
-    std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool, bool, bool>;
+    std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool, bool,
+               FusedStash, bool>;
 
 // Plans per device and shape. Rows are part of the key (a plan's grid is
 // for its rows), so a run of many shapes could grow the map without bound:
@@ -26,7 +27,7 @@ FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
   const PlanOptions options = plan_options();
   const FusedKey key{dev.backend(), dev.ordinal(), s.op,       s.dtype,    s.rows,
                      s.cols,        s.vector_ok,   s.row_edges, s.mask_kind, s.gradient,
-                     s.in_place,    options.fused_stash};
+                     s.in_place,    options.fused_stash, options.force_stream};
   std::lock_guard<std::mutex> lock(g_fused_mutex);
   auto it = g_fused_plans.find(key);
   if (it != g_fused_plans.end()) return it->second;

@@ -215,7 +215,9 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
         stash_bytes = smem;
       }
     };
-    if (vec > 1)
+    if (options.force_stream)
+      ;  // DUET_STRATEGY=split_stream: stream_row, below
+    else if (vec > 1)
       for (int b = 0; b < int(kFusedBlockVpt.size()); ++b) consider(fused_block_vpt(s.op, mask, b));
     else
       consider(fused_scalar_block_vpt(s.op, mask));
@@ -280,12 +282,15 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const std::int64_t between = resident_rows * row_bytes;
       const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
       if (reduces && writes) {
-        if (vec > 1 && options.fused_stash && !in_l2 && slots > 0) {
+        const bool stash = options.fused_stash == FusedStash::always ||
+                           (options.fused_stash == FusedStash::past_l2 && !in_l2);
+        if (vec > 1 && stash && slots > 0) {
           stash_bytes = slots * slot;
           const std::int64_t kept = std::min(nv, slots * threads);
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
           why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
-          why += " between their passes move " + mib(between) + ", past L2's " + mib(dev.l2_bytes);
+          why += " between their passes move " + mib(between);
+          why += in_l2 ? ", within L2's " + mib(dev.l2_bytes) + " (DUET_FUSED_STASH=always)" : ", past L2's " + mib(dev.l2_bytes);
           // The kernels' cp.async copies (bench/NOTES.md v59).
           if (detail::copies_to_shared_async(dev) && fused_stash_by_copy(s.op, mask, s.dtype))
             why += "; copied there by cp.async, a row's all in flight at once";
@@ -293,8 +298,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
           if (kept < nv) why += ", the rest read again from L2";
         } else {
           why += ", the second reading it again from L2";
-          if (vec > 1 && !options.fused_stash) why += " (DUET_FUSED_STASH=0)";
-          if (vec > 1 && options.fused_stash && in_l2)
+          if (vec > 1 && options.fused_stash == FusedStash::off) why += " (DUET_FUSED_STASH=0)";
+          if (vec > 1 && options.fused_stash != FusedStash::off && in_l2)
             why += " (the rows between their passes move " + mib(between) + ", within L2's " + mib(dev.l2_bytes) + ")";
         }
       }

@@ -65,7 +65,10 @@ PlanOptions plan_options_from_environment() {
             "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
   }
   o.persistent = one_of("DUET_PERSISTENT", {"0", "1"}) == "1";
-  o.fused_stash = one_of("DUET_FUSED_STASH", {"0", "1"}) != "0";
+  const std::string fused_stash = one_of("DUET_FUSED_STASH", {"0", "1", "always"});
+  o.fused_stash = fused_stash == "0"        ? FusedStash::off
+                  : fused_stash == "always" ? FusedStash::always
+                                            : FusedStash::past_l2;
   const std::string interleaved_stash = one_of("DUET_INTERLEAVED_STASH", {"0", "1", "always"});
   o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
                         : interleaved_stash == "always" ? InterleavedStash::always
