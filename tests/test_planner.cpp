@@ -767,9 +767,8 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
   CHECK(p.launch.geometry.dynamic_smem == 14 * 16384);
   CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes <= optin);
-  CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB: the rows between their passes "
-                   "move 65 MiB, past L2's 50 MiB; copied there by cp.async, a row's all in flight at once), the rest "
-                   "read again from L2") != std::string::npos);
+  CHECK(p.why.find("its first 14336 packs kept in shared memory between them (224 KiB, copied there by cp.async, a "
+                   "row's all in flight at once), the rest read again from L2") != std::string::npos);
   // cp.async fills the stash of the ops whose Item is x's 16-byte pack
   // alone, on NVIDIA sm_80+: not the widening softmax's 8-byte packs, not
   // two tensors a position, not a device without cp.async.
@@ -804,22 +803,35 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(p.launch.geometry.dynamic_smem == 14 * 8192);
   CHECK(p.why.find("2 blocks of 512 an SM (their rows move 70 MiB, within twice L2's 50 MiB") != std::string::npos);
   CHECK(p.why.find("its first 7168 packs kept in shared memory") != std::string::npos);
-  // In place (the gradient into the logits) one block of 1024 an SM: 132
-  // rows of 128256 classes move 34 MiB, within L2, and keep no stash.
+  // In place (the gradient into the logits) one block of 1024 an SM. 132
+  // rows of 128256 classes move 34 MiB, within L2: a stash cp.async fills
+  // is kept all the same (it puts a row's bytes in flight at once), one
+  // filled through registers (sm_7x) is not.
   FusedShape in_place = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1000, 128256, true);
   in_place.in_place = true;
   CHECK(plan_fused(h100, in_place).kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
   CHECK(plan_fused(h100, in_place).launch.geometry.block == 1024);
-  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 0);
-  // Rows whose passes L2 serves keep none: 132 rows of 70001 (one a
+  CHECK(plan_fused(h100, in_place).launch.geometry.dynamic_smem == 14 * 16384);
+  CHECK(plan_fused(volta_like, in_place).launch.geometry.dynamic_smem == 0);
+  // The same for rows whose passes L2 serves: 132 rows of 70001 (one a
   // block of 1024, too few for two blocks an SM) move 35 MiB.
-  p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 132, 70001, true));
+  const FusedShape served = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 132, 70001, true);
+  CHECK(plan_fused(h100, served).launch.geometry.dynamic_smem == 9 * 16384);
+  p = plan_fused(volta_like, served);
   CHECK(p.launch.geometry.block == 1024);
   CHECK(p.launch.geometry.dynamic_smem == 0);
   CHECK(p.why.find("(the rows between their passes move 35 MiB, within L2's 50 MiB)") != std::string::npos);
-  // Nor do few rows: 64 rows of 128256 move 32 MiB.
-  CHECK(plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 64, 128256, true))
-            .launch.geometry.dynamic_smem == 0);
+  // DUET_FUSED_STASH=always keeps that one too.
+  PlanOptions always;
+  always.fused_stash = FusedStash::always;
+  p = plan_fused(volta_like, served, always);
+  CHECK(p.launch.geometry.dynamic_smem == 9 * 16384);
+  CHECK(p.why.find("the rows between their passes move 35 MiB, within L2's 50 MiB (DUET_FUSED_STASH=always)") !=
+        std::string::npos);
+  // And few rows: 64 rows of 128256 move 32 MiB.
+  const FusedShape few = fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 64, 128256, true);
+  CHECK(plan_fused(h100, few).launch.geometry.dynamic_smem == 14 * 16384);
+  CHECK(plan_fused(volta_like, few).launch.geometry.dynamic_smem == 0);
   // A row that fits whole takes only its slots: 50257 f32 -> 12564 packs,
   // 13 slots (132 rows move 51 MiB).
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::f32, 50257);
@@ -1015,7 +1027,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.max_cluster_blocks == kMaxClusterBlocks);
   CHECK(!none.force_split);
   CHECK(!none.persistent);
-  CHECK(none.fused_stash == FusedStash::past_l2);
+  CHECK(none.fused_stash == FusedStash::planned);
   CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
   CHECK(with_env({{"DUET_CLUSTER", "portable"}}).max_cluster_blocks == kPortableClusterBlocks);
@@ -1027,7 +1039,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
   CHECK(with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash == FusedStash::off);
-  CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash == FusedStash::past_l2);
+  CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash == FusedStash::planned);
   CHECK(with_env({{"DUET_FUSED_STASH", "always"}}).fused_stash == FusedStash::always);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);

@@ -753,19 +753,18 @@ TEST_CASE("fused stream_row: two blocks of 512 an SM match the double reference"
 }
 
 // stream_row's stash (rows past a block's registers keep their first packs
-// in shared memory for the writing pass, where L2 would not hold them until
-// then) gives the bits of the pass that reads every chunk again
-// (DUET_FUSED_STASH=0): the same values in the same order, only from
-// elsewhere. Rows kept whole (50257 f32 on a 50 MB L2) and in part, one and
-// two tensors a position, in place; enough rows that those between their
-// passes outgrow L2.
+// in shared memory for the writing pass) gives the bits of the pass that
+// reads every chunk again (DUET_FUSED_STASH=0): the same values in the same
+// order, only from elsewhere. Stashed wherever it fits
+// (DUET_FUSED_STASH=always): rows kept whole (50257 f32 on a 50 MB L2) and
+// in part, one and two tensors a position, in place.
 TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the rows read again") {
   const Device dev = duet::testing::first_gpu();
   const duet::testing::RestorePlanOptions restore;
   const PlanOptions before = restore.saved;
   PlanOptions on = before, off = before;
-  on.fused_stash = true;
-  off.fused_stash = false;
+  on.fused_stash = FusedStash::always;
+  off.fused_stash = FusedStash::off;
   const auto stashed = [&](const FusedShape& s) { return plan_fused(dev.props(), s, on).launch.geometry.dynamic_smem; };
   const std::int64_t sms = dev.props().sm_count, l2 = dev.props().l2_bytes;
   int kept = 0;

@@ -55,7 +55,7 @@ namespace duet {
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
 // | DUET_FUSED_STASH=0 | fused_stash = off | the fused stream_row re-reads every chunk of a row from L2 |
-// | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where L2 holds the rows between their passes |
+// | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where it is filled through registers and L2 holds the rows between their passes |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
@@ -71,8 +71,10 @@ enum class InterleavedStash {
 // memory between its passes (its stash).
 enum class FusedStash {
   off,      // nowhere: pass 2 reads every chunk again from L2
-  past_l2,  // where the rows between their passes move more than L2 holds
-  always,   // also where L2 holds them (a comparison)
+  planned,  // where cp.async fills it, else where the rows between their
+            // passes move more than L2 holds (duet/fused_planner.hpp)
+  always,   // also a stash filled through registers where L2 holds them
+            // (a comparison)
 };
 
 struct PlanOptions {
@@ -104,7 +106,7 @@ struct PlanOptions {
   bool persistent = false;
   // Where the fused operations' stream_row keeps what fits of a row in
   // shared memory between its passes (duet/fused_planner.hpp).
-  FusedStash fused_stash = FusedStash::past_l2;
+  FusedStash fused_stash = FusedStash::planned;
   InterleavedStash interleaved_stash = InterleavedStash::past_registers;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).

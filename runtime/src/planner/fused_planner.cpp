@@ -268,9 +268,12 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // dynamic shared memory the block may opt into beside its scratch
       // (its share of the SM's where two share one), so the writing pass
       // reads them on chip; the rest again from L2, the latest read first.
-      // Where the rows between their passes (one a block) move no more
-      // than L2 holds, pass 2 finds them there and the stash measured
-      // slower (bench/NOTES.md v46).
+      // Filled by cp.async (NVIDIA sm_80+, Items of x's 16-byte pack), it
+      // also puts a row's stashed bytes in flight at once, and is planned
+      // wherever it fits (bench/NOTES.md v62). Filled through registers,
+      // only where the rows between their passes (one a block) move more
+      // than L2 holds: within it pass 2 finds them there and that stash
+      // measured slower (v46).
       const std::int64_t slot = std::int64_t(threads) * item;
       const std::int64_t smem_block =
           dev.smem_per_sm > 0 ? std::min<std::int64_t>(dev.smem_per_block_optin,
@@ -282,18 +285,21 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const std::int64_t between = resident_rows * row_bytes;
       const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
       if (reduces && writes) {
+        // The kernels' cp.async copies (bench/NOTES.md v59).
+        const bool by_copy = detail::copies_to_shared_async(dev) && fused_stash_by_copy(s.op, mask, s.dtype);
         const bool stash = options.fused_stash == FusedStash::always ||
-                           (options.fused_stash == FusedStash::past_l2 && !in_l2);
+                           (options.fused_stash == FusedStash::planned && (by_copy || !in_l2));
         if (vec > 1 && stash && slots > 0) {
           stash_bytes = slots * slot;
           const std::int64_t kept = std::min(nv, slots * threads);
           why += kept == nv ? ", the whole row" : ", its first " + std::to_string(kept) + " packs";
-          why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB: the rows";
-          why += " between their passes move " + mib(between);
-          why += in_l2 ? ", within L2's " + mib(dev.l2_bytes) + " (DUET_FUSED_STASH=always)" : ", past L2's " + mib(dev.l2_bytes);
-          // The kernels' cp.async copies (bench/NOTES.md v59).
-          if (detail::copies_to_shared_async(dev) && fused_stash_by_copy(s.op, mask, s.dtype))
-            why += "; copied there by cp.async, a row's all in flight at once";
+          why += " kept in shared memory between them (" + std::to_string(stash_bytes / 1024) + " KiB";
+          if (by_copy)
+            why += ", copied there by cp.async, a row's all in flight at once";
+          else
+            why += ": the rows between their passes move " + mib(between) +
+                   (in_l2 ? ", within L2's " + mib(dev.l2_bytes) + " (DUET_FUSED_STASH=always)"
+                          : ", past L2's " + mib(dev.l2_bytes));
           why += ")";
           if (kept < nv) why += ", the rest read again from L2";
         } else {

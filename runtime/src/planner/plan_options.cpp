@@ -68,7 +68,7 @@ PlanOptions plan_options_from_environment() {
   const std::string fused_stash = one_of("DUET_FUSED_STASH", {"0", "1", "always"});
   o.fused_stash = fused_stash == "0"        ? FusedStash::off
                   : fused_stash == "always" ? FusedStash::always
-                                            : FusedStash::past_l2;
+                                            : FusedStash::planned;
   const std::string interleaved_stash = one_of("DUET_INTERLEAVED_STASH", {"0", "1", "always"});
   o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
                         : interleaved_stash == "always" ? InterleavedStash::always
