@@ -223,6 +223,29 @@ TEST_CASE("duet-bench takes comma lists and writes CSV a CSV reader reads back")
   CHECK(warmup.out.size() < 200);  // CLI11's own check names a 300-digit bound
 }
 
+TEST_CASE("duet-bench times cross-entropy with its gradient to its own buffer and into the logits") {
+  TempDir dir;
+  const fs::path out = dir.path / "ce.json";
+  const Result r = run(quoted(kBench) + " --device host --op cross_entropy,cross_entropy_in_place --rows 16" +
+                       " --cols 1000,4097 --dtype f32,bf16 --copy-mbytes 1 --warmup 0 --repeats 1 --batch 1 --json " +
+                       quoted(out));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto results = json::parse(read(out))["results"];
+  REQUIRE(results.size() == 2 * 2 * 2);
+  for (const auto& row : results) {
+    INFO(row.dump());
+    CHECK(row["check_error"] == 0.0);  // checked before timing: a finite loss
+    CHECK(row["rows"] == 16);
+    // Both read the logits once and write the gradient once.
+    CHECK(row["bytes_moved"].get<double>() ==
+          2.0 * 16 * row["cols"].get<double>() * (row["dtype"] == "f32" ? 4 : 2));
+    CHECK(row["ratio"].get<double>() > 0);
+  }
+  CHECK(results[0]["op"] == "cross_entropy");
+  CHECK(results[4]["op"] == "cross_entropy_in_place");
+}
+
 TEST_CASE("duet-bench on a GPU takes the faster of the vendor copy and the copy kernel as its ceiling") {
   int gpus = 0;
   for (const duet::Device& dev : duet::devices()) {
