@@ -867,6 +867,18 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256, off);
   CHECK(p.launch.geometry.dynamic_smem == 0);
   CHECK(p.why.find("(DUET_FUSED_STASH=0)") != std::string::npos);
+  // DUET_STRATEGY=split_stream: stream_row also for rows block_row holds
+  // (32000 bf16 logits), one block of 1024 or two of 512 an SM as the rule
+  // says, its whole row in the stash cp.async fills; group_rows' rows stay.
+  PlanOptions streamed;
+  streamed.force_stream = true;
+  CHECK(plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 32000).kernel ==
+        "block_row<cross_entropy,bf16,vec8,v8>");
+  p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 32000, streamed);
+  CHECK(p.kernel.rfind("stream_row<cross_entropy,bf16,vec8,v4", 0) == 0);
+  CHECK(p.why.find("the whole row kept in shared memory") != std::string::npos);
+  CHECK(plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1024, streamed).kernel.rfind("group_rows<",
+                                                                                                       0) == 0);
   // No opt-in reported: none.
   DeviceProps bare = h100;
   bare.smem_per_block_optin = 0;
