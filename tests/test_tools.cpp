@@ -336,6 +336,19 @@ TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   CHECK(has(plan["why"].get<std::string>(), "reverse chunk order"));
   // An odd vocabulary takes the vector path with its rows' edges apart; the
   // forward without the gradient reads each row once.
+  // In place (the gradient into the logits): the same kernel, its stash filled by cp.async.
+  const Result in_place =
+      deviceinfo("--props " + quoted(h100) + " --op cross_entropy_in_place --plan 8192x128256:bf16 --json");
+  INFO(in_place.out);
+  REQUIRE(in_place.code == 0);
+  const auto in_place_plan = json::parse(in_place.out)["plans"].at(0);
+  CHECK(in_place_plan["in_place"] == true);
+  CHECK(in_place_plan["gradient"] == true);
+  CHECK(in_place_plan["variant"] == "stream_row<cross_entropy,bf16,vec8,v4>");
+  CHECK(in_place_plan["dynamic_smem_bytes"] == 14 * 16384);
+  CHECK(has(deviceinfo("--props " + quoted(h100) + " --op cross_entropy_in_place --plan 8192x128256:bf16").out,
+            "with the gradient into the logits"));
+  CHECK(deviceinfo("--props " + quoted(h100) + " --op cross_entropy_in_place --backward --plan 8x128").code == 2);
   const Result odd = deviceinfo("--props " + quoted(h100) + " --op cross_entropy_forward --plan 4096x100003:bf16");
   REQUIRE(odd.code == 0);
   CHECK(has(odd.out, "stream_row<cross_entropy,bf16,vec8,v4,edges>"));

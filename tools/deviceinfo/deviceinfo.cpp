@@ -294,9 +294,10 @@ std::optional<FusedRequest> fused_request(const std::string& op, bool backward) 
     s.op = backward ? duet::FusedOp::widening_softmax_backward : duet::FusedOp::widening_softmax;
   } else if (op == "shard_stats" || op == "shard_softmax") {  // vocabulary-parallel halves
     s.op = op == "shard_stats" ? duet::FusedOp::shard_stats : duet::FusedOp::shard_softmax;
-  } else {  // cross_entropy (the forward writing the gradient), cross_entropy_forward (loss only)
+  } else {  // cross_entropy (the forward writing the gradient; _in_place: into the logits), cross_entropy_forward
     s.op = backward ? duet::FusedOp::cross_entropy_backward : duet::FusedOp::cross_entropy;
-    s.gradient = !backward && op == "cross_entropy";
+    s.gradient = !backward && op != "cross_entropy_forward";
+    s.in_place = !backward && op == "cross_entropy_in_place";
   }
   return r;
 }
@@ -312,7 +313,7 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
   shape.vector_ok = true;
   json j = {{"device", printable(e.label)}, {"rows", req.rows},          {"cols", req.cols},
             {"dtype", duet::to_string(req.dtype)}, {"op", duet::to_string(shape.op)},
-            {"mask", duet::to_string(shape.mask_kind)}, {"gradient", shape.gradient},
+            {"mask", duet::to_string(shape.mask_kind)}, {"gradient", shape.gradient}, {"in_place", shape.in_place},
             {"backward", shape.op == duet::FusedOp::masked_softmax_backward ||
                              shape.op == duet::FusedOp::cross_entropy_backward ||
                              shape.op == duet::FusedOp::widening_softmax_backward}};
@@ -347,7 +348,7 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
 void print_fused_plan(const json& j) {
   std::string what = j["op"].get<std::string>();
   if (j["mask"] != "none") what += " (mask " + j["mask"].get<std::string>() + ")";
-  if (j["gradient"].get<bool>()) what += " with the gradient";
+  if (j["gradient"].get<bool>()) what += j["in_place"].get<bool>() ? " with the gradient into the logits" : " with the gradient";
   std::printf("Plan for %s: %lld x %lld %s %s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
               j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(), what.c_str());
   if (j["noop"].get<bool>()) {
@@ -460,14 +461,19 @@ int main(int argc, char** argv) {
   app.add_option("--op", op_name,
                  "the operation --plan plans: softmax (default); masked_softmax (a boolean mask), causal_softmax, "
                  "additive_masked_softmax, scaled_softmax (no mask); cross_entropy (the forward writing the "
-                 "gradient), cross_entropy_forward (the loss only); shard_stats, shard_softmax (a vocabulary shard's statistics and "
+                 "gradient), cross_entropy_in_place (the same, the gradient into the logits), cross_entropy_forward "
+                 "(the loss only); shard_stats, shard_softmax (a vocabulary shard's statistics and "
                  "normalize passes); widening_softmax (f16 or bf16, the plan's dtype, into float32: torch's dtype=); "
                  "--backward plans the backward of those that have one")
       ->check(CLI::IsMember({"softmax", "masked_softmax", "causal_softmax", "additive_masked_softmax", "scaled_softmax",
-                             "cross_entropy", "cross_entropy_forward", "shard_stats", "shard_softmax",
+                             "cross_entropy", "cross_entropy_in_place", "cross_entropy_forward", "shard_stats",
+                             "shard_softmax",
                              "widening_softmax"}));
   try {
     app.parse(argc, argv);
+    if (backward && op_name == "cross_entropy_in_place")
+      throw UsageError{"--op cross_entropy_in_place has no backward (its forward writes the gradient; the "
+                       "backward from lse is --op cross_entropy --backward)"};
     if (backward && op_name.rfind("shard_", 0) == 0)
       throw UsageError{"--op " + op_name + " has no backward (the cross-entropy gradient of a shard is "
                        "--op cross_entropy --backward)"};
