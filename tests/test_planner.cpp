@@ -877,6 +877,8 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   p = plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 32000, streamed);
   CHECK(p.kernel.rfind("stream_row<cross_entropy,bf16,vec8,v4", 0) == 0);
   CHECK(p.why.find("the whole row kept in shared memory") != std::string::npos);
+  CHECK(p.why.find("row of 4000 packs of 8 streamed (DUET_STRATEGY=split_stream): one block a row") !=
+        std::string::npos);
   CHECK(plan(h100, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 1024, streamed).kernel.rfind("group_rows<",
                                                                                                        0) == 0);
   // No opt-in reported: none.

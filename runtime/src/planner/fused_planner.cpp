@@ -215,12 +215,12 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
         stash_bytes = smem;
       }
     };
-    if (options.force_stream)
-      ;  // DUET_STRATEGY=split_stream: stream_row, below
-    else if (vec > 1)
-      for (int b = 0; b < int(kFusedBlockVpt.size()); ++b) consider(fused_block_vpt(s.op, mask, b));
-    else
-      consider(fused_scalar_block_vpt(s.op, mask));
+    if (!options.force_stream) {  // DUET_STRATEGY=split_stream: stream_row below
+      if (vec > 1)
+        for (int b = 0; b < int(kFusedBlockVpt.size()); ++b) consider(fused_block_vpt(s.op, mask, b));
+      else
+        consider(fused_scalar_block_vpt(s.op, mask));
+    }
     if (best > 0) {
       why = "row of " + packs + " fits one block of " + std::to_string(threads) + " threads x " +
             std::to_string(v.vpt) + (vec > 1 ? " packs" : " elements") + " in registers";
@@ -255,7 +255,9 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       v.block = threads;
       const int stream_per_sm = halves ? half_per_sm : whole_per_sm;
       const std::int64_t chunk = std::int64_t(threads) * v.vpt;
-      why = "row of " + packs + " exceeds a block's registers: one block a row, " + std::to_string(cdiv(nv, chunk)) +
+      why = "row of " + packs +
+            (options.force_stream ? " streamed (DUET_STRATEGY=split_stream)" : " exceeds a block's registers") +
+            ": one block a row, " + std::to_string(cdiv(nv, chunk)) +
             " chunks of " + std::to_string(chunk) + (vec > 1 ? " packs" : " elements") +
             (reduces && writes ? ", an online (max, sum) pass, then the writing pass in reverse chunk order"
              : reduces         ? ", one online (max, sum) pass (nothing to write)"
