@@ -348,7 +348,8 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
 void print_fused_plan(const json& j) {
   std::string what = j["op"].get<std::string>();
   if (j["mask"] != "none") what += " (mask " + j["mask"].get<std::string>() + ")";
-  if (j["gradient"].get<bool>()) what += j["in_place"].get<bool>() ? " with the gradient into the logits" : " with the gradient";
+  if (j["gradient"].get<bool>())
+    what += j["in_place"].get<bool>() ? " with the gradient into the logits" : " with the gradient";
   std::printf("Plan for %s: %lld x %lld %s %s\n", j["device"].get<std::string>().c_str(), j["rows"].get<long long>(),
               j["cols"].get<long long>(), j["dtype"].get<std::string>().c_str(), what.c_str());
   if (j["noop"].get<bool>()) {
@@ -467,8 +468,7 @@ int main(int argc, char** argv) {
                  "--backward plans the backward of those that have one")
       ->check(CLI::IsMember({"softmax", "masked_softmax", "causal_softmax", "additive_masked_softmax", "scaled_softmax",
                              "cross_entropy", "cross_entropy_in_place", "cross_entropy_forward", "shard_stats",
-                             "shard_softmax",
-                             "widening_softmax"}));
+                             "shard_softmax", "widening_softmax"}));
   try {
     app.parse(argc, argv);
     if (backward && op_name == "cross_entropy_in_place")
