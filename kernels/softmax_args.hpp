@@ -34,7 +34,8 @@ struct SoftmaxArgs {
       // chunk); split_stream: the work queue's counters (a 64-bit ticket
       // counter, then one count of finished chunks per row; zeroed before
       // each launch) and how many work items the second pass trails the
-      // first by
+      // first by; grid_row: its groups' arrival counts (zeroed before each
+      // launch) and pairs
       float* partials;
       unsigned* counters;
       std::int64_t lag;
@@ -57,6 +58,14 @@ struct SoftmaxArgs {
 constexpr std::int64_t split_stream_counter_bytes(std::int64_t rows) { return (2 + rows) * 4; }
 constexpr std::int64_t split_stream_partials_offset(std::int64_t rows) {
   return (split_stream_counter_bytes(rows) + 15) / 16 * 16;
+}
+
+// grid_row's workspace: a 32-bit arrival count per group of blocks, then
+// at the next 16-byte boundary two buffers of a 64-bit pair per block of
+// each group.
+constexpr std::int64_t grid_row_counter_bytes(std::int64_t groups) { return (groups * 4 + 15) / 16 * 16; }
+constexpr std::int64_t grid_row_workspace_bytes(std::int64_t groups, std::int64_t blocks) {
+  return grid_row_counter_bytes(groups) + groups * 2 * blocks * 8;
 }
 
 struct LaunchGeometry {

@@ -10,6 +10,7 @@
 #include "families/block_row.cuh"
 #include "families/cluster_row.cuh"
 #include "families/flat_rows.cuh"
+#include "families/grid_row.cuh"
 #include "families/group_rows.cuh"
 #include "families/interleaved_rows.cuh"
 #include "families/split_row.cuh"
@@ -133,13 +134,20 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     if (family.cluster_launch) {
       DUET_GPU_CHECK(vendor::launch_cluster(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s,
                                             static_cast<unsigned>(args.chunks_per_row), args));
+    } else if (family.cooperative) {
+      DUET_GPU_CHECK(vendor::launch_cooperative(fn, grid, block, static_cast<size_t>(g.dynamic_smem), s, args));
     } else {
       fn<<<grid, block, static_cast<size_t>(g.dynamic_smem), s>>>(args);
     }
     DUET_GPU_CHECK(cudaGetLastError());
   };
-  if (family.zeroed_counters)  // the work queue starts empty
-    DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, split_stream_counter_bytes(args.rows), s));
+  // The work queue starts empty (split_stream); no group of blocks has
+  // arrived (a cooperative family, grid_row).
+  if (family.zeroed_counters) {
+    const std::int64_t bytes = family.cooperative ? grid_row_counter_bytes(geometry.grid / args.chunks_per_row)
+                                                  : split_stream_counter_bytes(args.rows);
+    DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, static_cast<size_t>(bytes), s));
+  }
   launch_one(false, geometry);
   if (family.two_kernels) launch_one(true, finalize_geometry);
 }

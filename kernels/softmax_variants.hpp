@@ -63,6 +63,12 @@ enum class Strategy : int {
   // (sm_90+) split the tile's rows, exchanging their partial pairs through
   // distributed shared memory.
   interleaved_cluster = 10,
+  // cluster_row_smem over any number of blocks of one grid (sm_80+, no
+  // cluster needed): a row's blocks exchange their pairs through global
+  // memory. Rows past a cluster's shared memory, up to the GPU's, and few
+  // rows spread over every SM. Reads once, writes once. Forward and
+  // backward.
+  grid_row = 11,
 };
 
 struct Variant {
@@ -157,6 +163,8 @@ inline constexpr int kClusterRowVpt = 8;
 // memory.
 inline constexpr int kClusterRowSmemThreads = 512;
 constexpr int cluster_row_smem_vpt(bool backward) { return backward ? 4 : kClusterRowVpt; }
+// grid_row's blocks: cluster_row_smem's (its rows are the same code).
+inline constexpr int kGridRowThreads = kClusterRowSmemThreads;
 
 // Vectors each group_rows thread has in flight of each tensor it reads: the
 // rows it loads before reducing the first x the vectors it holds of each.
@@ -286,6 +294,9 @@ struct FamilyInfo {
   bool zeroed_counters;  // a work queue's counters zeroed before each launch
   bool always_edges;     // every entry takes rows off the pack grid
   LayoutRule layout;
+  // Launched cooperatively: its blocks wait on each other, so the vendor
+  // must hold the whole grid (whole groups of chunks_per_row) at once.
+  bool cooperative = false;
 };
 
 namespace family_params {
@@ -299,7 +310,7 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 11> kFamilies{{
+inline constexpr std::array<FamilyInfo, 12> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -324,6 +335,8 @@ inline constexpr std::array<FamilyInfo, 11> kFamilies{{
     {Strategy::interleaved_cluster, "interleaved_cluster", false, family_params::kPackDirection,
      kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, true, true, false, false,
      LayoutRule::interleaved},
+    {Strategy::grid_row, "grid_row", false, family_params::kPackVpt, kGridRowThreads, kGridRowThreads,
+     WorkUnit::row_chunk, true, false, true, false, LayoutRule::rows, true},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kFamilies.size(); ++i)
@@ -362,7 +375,8 @@ constexpr void for_each_variant(F&& f) {
         if (!bwd && path != Path::scalar)  // forward, 16-byte vectors
           f(Variant{Strategy::cluster_row, dt, false, vec, 0, kClusterRowVpt, 1, e});
         if (path != Path::scalar)  // 16-byte vectors
-          f(Variant{Strategy::cluster_row_smem, dt, back, vec, 0, cluster_row_smem_vpt(back), 1, e});
+          for (Strategy held : {Strategy::cluster_row_smem, Strategy::grid_row})
+            f(Variant{held, dt, back, vec, 0, cluster_row_smem_vpt(back), 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
         if (path != Path::vector_edges)
           for (int vpt : {interleaved_vpt(dt, path == Path::scalar ? 1 : kInterleavedPack, back), 0})

@@ -50,8 +50,10 @@ TEST_CASE("every recorded report covers every catalogue kernel") {
       }
       const KernelAttributes a = recorded_kernel_attributes(d, v, false);
       // cluster_row compiles to an empty body where there are no clusters
-      // (HIP): recorded, never planned there (DeviceProps::cluster_launch).
-      if (family_of(kCatalogue[static_cast<std::size_t>(v)].strategy).cluster_launch && backend == "hip")
+      // (HIP), grid_row where there is no cp.async (HIP): recorded, never
+      // planned there (DeviceProps::cluster_launch, copies_to_shared_async).
+      const Strategy strategy = kCatalogue[static_cast<std::size_t>(v)].strategy;
+      if ((family_of(strategy).cluster_launch || strategy == Strategy::grid_row) && backend == "hip")
         CHECK(a.regs_per_thread == 0);
       else
         CHECK(a.regs_per_thread > 0);
@@ -100,9 +102,12 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(32768, DType::f32, true).smem_vecs > 0);
   CHECK(plan(32768, DType::f32, true).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
   CHECK(plan(1 << 20).kernel.strategy == Strategy::cluster_row_smem);  // f32: a cluster's shared memory holds it
-  CHECK(plan(1 << 20, DType::bf16).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(1 << 22).kernel.strategy == Strategy::split_stream);
-  CHECK(plan(1 << 22).chunks_per_row * plan(1 << 22).chunk_elems >= (1 << 22));
+  // Past a cluster on chip, the whole GPU's on-chip memory (grid_row), then
+  // two passes.
+  CHECK(plan(1 << 20, DType::bf16).kernel.strategy == Strategy::grid_row);
+  CHECK(plan(1 << 22).kernel.strategy == Strategy::grid_row);
+  CHECK(plan(1 << 24).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(1 << 24).chunks_per_row * plan(1 << 24).chunk_elems >= (1 << 24));
   // Grid: up to 64 waves of SMs x blocks per SM, capped by the work.
   const Plan p = plan(4096);
   CHECK(p.resident_blocks == std::int64_t(h100.sm_count) * p.exact.blocks_per_sm);
@@ -208,10 +213,12 @@ TEST_CASE("split_stream: wide rows in one launch, the second pass a window behin
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;
   // Without clusters (DUET_CLUSTER=0): f32 rows of 1M fit a Hopper
-  // cluster's shared memory (cluster_row_smem).
+  // cluster's shared memory (cluster_row_smem); without grid_row
+  // (DUET_GRID_ROW=0): they fit the GPU's.
   auto shape = [](std::int64_t rows, std::int64_t cols, bool bwd = false) {
     SoftmaxShape s{DType::f32, bwd, rows, cols, true};
     s.options.allow_clusters = false;
+    s.options.allow_grid_row = false;
     return s;
   };
   const Plan p = plan_softmax(h100, shape(64, 1 << 20), recorded(h100));
@@ -359,9 +366,12 @@ TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared 
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;
   // 16-bit rows take it where clusters are preferred (DUET_CLUSTER=prefer).
+  // Without grid_row (DUET_GRID_ROW=0), rows past it take split_stream (the
+  // grid_row case has what takes them by default).
   auto shape = [](std::int64_t cols, DType dt = DType::f32) {
     SoftmaxShape s{dt, false, 64, cols, true};
     s.options.prefer_clusters = dtype_size(dt) == 2;
+    s.options.allow_grid_row = false;
     return s;
   };
   // What a plan holds: every block's slice in its registers and shared
@@ -463,6 +473,94 @@ TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared 
     const DeviceProps d = device_file(file);
     if (!recorded_target_for(d).empty())
       CHECK(plan_softmax(d, shape(1 << 20), recorded(d)).kernel.strategy == Strategy::split_stream);
+  }
+}
+
+// grid_row: rows past a cluster on chip over the GPU's blocks, and few rows
+// spread over every SM; a cooperative wave of whole groups, its workspace
+// an arrival count a group and two pairs a block.
+TEST_CASE("grid_row: rows over many blocks of one grid, past a cluster and for few rows") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  auto plan = [&](std::int64_t rows, std::int64_t cols, DType dt = DType::f32, bool bwd = false) {
+    return plan_softmax(h100, {dt, bwd, rows, cols, true}, recorded(h100));
+  };
+  // What every grid_row plan holds: each block's slice in its registers and
+  // shared memory, the groups resident at once.
+  auto check_holds = [&](const Plan& p, std::int64_t rows, std::int64_t cols, DType dt, bool bwd) {
+    const int vec = dtype_vec16(dt);
+    REQUIRE(p.kernel.strategy == Strategy::grid_row);
+    CHECK(p.launch.threads_per_block == kGridRowThreads);
+    CHECK(p.kernel.vpt == cluster_row_smem_vpt(bwd));
+    CHECK(std::int64_t(p.chunks_per_row) * p.chunk_elems >= cols / vec * vec);
+    CHECK(std::int64_t(p.chunks_per_row - 1) * p.chunk_elems < cols / vec * vec);
+    CHECK(std::int64_t(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * vec >= p.chunk_elems);
+    CHECK(p.launch.dynamic_smem_bytes == std::int64_t(p.smem_vecs) * p.launch.threads_per_block * 16 * (bwd ? 2 : 1));
+    CHECK(p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes <= h100.smem_per_block_optin);
+    CHECK(p.exact.blocks_per_sm == 1);
+    CHECK(p.chunks_per_row <= p.resident_blocks);
+    const std::int64_t groups = std::min(rows, p.resident_blocks / p.chunks_per_row);
+    CHECK(p.geometry.grid == groups * p.chunks_per_row);
+    CHECK(p.workspace_bytes == grid_row_workspace_bytes(groups, p.chunks_per_row));
+    CHECK(p.why.find("blocks of one grid") != std::string::npos);
+  };
+  // Past a cluster's capacity: the fewest blocks that hold the row (f32 4M:
+  // 16 MiB over blocks of about 280 KiB on chip).
+  const Plan wide = plan(16, 1 << 22);
+  check_holds(wide, 16, 1 << 22, DType::f32, false);
+  CHECK(wide.chunks_per_row >= 50);
+  CHECK(wide.chunks_per_row <= h100.sm_count);
+  CHECK(wide.why.find("few rows") == std::string::npos);
+  check_holds(plan(16, 1 << 21, DType::bf16), 16, 1 << 21, DType::bf16, false);
+  check_holds(plan(16, (1 << 22) + 3, DType::f32), 16, (1 << 22) + 3, DType::f32, false);
+  CHECK(plan(16, (1 << 22) + 3).kernel.edges);
+  const Plan back = plan(16, 1 << 21, DType::f32, true);
+  check_holds(back, 16, 1 << 21, DType::f32, true);
+  CHECK(back.why.find("y and dy") != std::string::npos);
+  // Past the GPU's on-chip memory: split_stream; DUET_GRID_ROW=0 and
+  // DUET_STRATEGY=split_stream give it too.
+  CHECK(plan(16, 1 << 24).kernel.strategy == Strategy::split_stream);
+  SoftmaxShape off{DType::f32, false, 16, 1 << 22, true};
+  off.options.allow_grid_row = false;
+  CHECK(plan_softmax(h100, off, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  SoftmaxShape stream{DType::f32, false, 2, 1 << 17, true};
+  stream.options.force_stream = true;
+  CHECK(plan_softmax(h100, stream, recorded(h100)).kernel.strategy == Strategy::split_stream);
+  // Few rows: each row over the SMs the rows leave, down to 256 vectors a
+  // block (f32 32768 at one row: 8192 vectors over 32 blocks; 262144 over
+  // all 132 SMs; 8 rows: 16 blocks each).
+  const Plan one = plan(1, 32768);
+  check_holds(one, 1, 32768, DType::f32, false);
+  CHECK(one.chunks_per_row == 32);
+  CHECK(one.why.find("few rows") != std::string::npos);
+  check_holds(plan(1, 262144), 1, 262144, DType::f32, false);
+  CHECK(plan(1, 262144).chunks_per_row == h100.sm_count);
+  const Plan eight = plan(8, 131072, DType::bf16);
+  check_holds(eight, 8, 131072, DType::bf16, false);
+  CHECK(eight.chunks_per_row == h100.sm_count / 8);
+  check_holds(plan(3, 100003, DType::bf16, true), 3, 100003, DType::bf16, true);
+  // Not few: rows that fill half the SMs, short rows, DUET_GRID_ROW=0.
+  CHECK(plan(64, 32768).kernel.strategy != Strategy::grid_row);
+  CHECK(plan(3, 4096).kernel.strategy == Strategy::block_row);
+  CHECK(plan(3, 4096).geometry.grid == 3);
+  SoftmaxShape few_off{DType::f32, false, 1, 32768, true};
+  few_off.options.allow_grid_row = false;
+  CHECK(plan_softmax(h100, few_off, recorded(h100)).kernel.strategy != Strategy::grid_row);
+  // DUET_GRID_BLOCKS: at least that many blocks a row; DUET_STRATEGY=grid_row:
+  // wherever group_rows does not fit.
+  SoftmaxShape forced{DType::f32, false, 4096, 4096, true};
+  forced.options.force_grid_row = true;
+  forced.options.grid_row_blocks = 4;
+  const Plan f = plan_softmax(h100, forced, recorded(h100));
+  check_holds(f, 4096, 4096, DType::f32, false);
+  CHECK(f.chunks_per_row == 4);
+  // No cp.async on AMD: never planned there.
+  for (const char* file : {"mi250x_gcd.json", "mi300x.json"}) {
+    const DeviceProps d = device_file(file);
+    if (recorded_target_for(d).empty()) continue;
+    INFO(file);
+    CHECK(plan_softmax(d, {DType::f32, false, 1, 262144, true}, recorded(d)).kernel.strategy != Strategy::grid_row);
+    CHECK(plan_softmax(d, {DType::f32, false, 16, 1 << 22, true}, recorded(d)).kernel.strategy != Strategy::grid_row);
   }
 }
 

@@ -24,7 +24,8 @@
 //   DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING   cache hints
 //   DUET_STORE_WORDS          one store instruction for a pack's words
 //   DUET_FULL_MASK            the shuffle mask
-//   duet::vendor::            kName, memory_type, launch_cluster, max_active_clusters
+//   duet::vendor::            kName, memory_type, launch_cluster, launch_cooperative,
+//                             max_active_clusters
 //
 // The places that still branch on the vendor or the architecture, and why:
 //   - here: which name map.
@@ -38,6 +39,9 @@
 //     (sm_90+); elsewhere the kernel is empty and never launched.
 //   - kernels/common/reduce.cuh: the cluster exchange exists only under
 //     DUET_DEVICE_CLUSTERS, for the same reason.
+//   - kernels/common/held_slices.cuh and families/grid_row.cuh: their rows
+//     copy into shared memory by cp.async, under DUET_DEVICE_CP_ASYNC
+//     (sm_80+); elsewhere grid_row's kernel is empty and never launched.
 //   - hopper_ptx.h: each helper guarded by the architecture it needs; its
 //     user bench/experiments/synccheck_cluster_repro.cu guards its kernel the same way.
 #pragma once

@@ -44,6 +44,25 @@ cudaError_t launch_cluster(void (*fn)(Args...), dim3 grid, dim3 block, size_t sm
   const cudaLaunchConfig_t config = cluster_config(grid, block, smem, stream, cluster, attr);
   return cudaLaunchKernelEx(&config, fn, args...);
 }
+// A launch whose blocks the device must hold all at once, or refuse
+// (cudaErrorCooperativeLaunchTooLarge): their blocks may wait on each
+// other (CUDA Runtime API, cudaLaunchAttributeCooperative; valid for
+// launches and graph nodes).
+template <class... Args>
+cudaError_t launch_cooperative(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               Args... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, fn, args...);
+}
 // Clusters of that shape the device can hold at once (0: none fits, or a
 // size the device refuses).
 inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block, size_t smem, unsigned cluster) {

@@ -77,6 +77,14 @@ template <class... Args>
 hipError_t launch_cluster(void (*)(Args...), dim3, dim3, size_t, hipStream_t, unsigned, Args...) {
   return hipErrorNotSupported;
 }
+// A launch whose blocks the device must hold all at once, or refuse.
+template <class... Args>
+hipError_t launch_cooperative(void (*fn)(Args...), dim3 grid, dim3 block, size_t smem, hipStream_t stream,
+                              Args... args) {
+  void* argv[] = {static_cast<void*>(&args)...};
+  return hipLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), grid, block, argv,
+                                    static_cast<unsigned>(smem), stream);
+}
 inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, unsigned) {
   *clusters = 0;
   return hipSuccess;

@@ -198,6 +198,10 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   const __int128 launch_rows = s.rows;
   const bool cluster = duet::family_of(p.kernel.strategy).cluster_launch;
   const bool stream = p.kernel.strategy == Strategy::split_stream;
+  const bool grid_row = p.kernel.strategy == Strategy::grid_row;
+  // Blocks launched in whole groups of a row's chunks: clusters, and
+  // cooperative groups (grid_row).
+  const bool grouped = cluster || duet::family_of(p.kernel.strategy).cooperative;
   __int128 work = launch_rows;  // blocks' worth of work (before the resident cap)
   if (interleaved) {
     // Tiles of whole lanes cover each outer row's inner rows, the lanes'
@@ -234,7 +238,10 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     // split_stream: its counters first, two visits an item, the second pass
     // at least a row's chunks behind (its queue's progress rests on it);
     // cluster_row(_smem): a block's threads hold its chunk in registers
-    // (and shared-memory slots), at most 16 a cluster.
+    // (and shared-memory slots), at most 16 a cluster; grid_row the same
+    // over at most the resident blocks (all resident at once), where the
+    // device copies to shared memory asynchronously (NVIDIA sm_80+), its
+    // workspace an arrival count a group and two pairs a block.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);
@@ -248,6 +255,18 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
                                          __int128(p.smem_vecs) * p.launch.threads_per_block * 16 * (s.backward ? 2 : 1),
                  ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    } else if (grid_row) {
+      FUZZ_CHECK(d.vendor == duet::Vendor::nvidia && d.cc_major >= 8 && s.options.allow_grid_row, ctx);
+      FUZZ_CHECK(p.chunks_per_row >= 1 && p.chunks_per_row <= p.resident_blocks, ctx);
+      FUZZ_CHECK(__int128(p.launch.threads_per_block) * (p.kernel.vpt + p.smem_vecs) * p.kernel.vec >= p.chunk_elems,
+                 ctx);
+      FUZZ_CHECK(__int128(p.launch.dynamic_smem_bytes) ==
+                     __int128(p.smem_vecs) * p.launch.threads_per_block * 16 * (s.backward ? 2 : 1),
+                 ctx);
+      if (s.rows > 0)
+        FUZZ_CHECK(p.workspace_bytes == duet::grid_row_workspace_bytes(p.geometry.grid / p.chunks_per_row,
+                                                                       p.chunks_per_row),
+                   ctx);
     } else if (stream) {
       FUZZ_CHECK(__int128(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec == p.chunk_elems, ctx);
       FUZZ_CHECK(__int128(p.workspace_bytes) ==
@@ -280,16 +299,16 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     // cluster launches whole clusters (at least one cluster).
     const std::int64_t waves = duet::family_of(p.kernel.strategy).one_wave || p.persistent ? 1 : kMaxWaves;
     FUZZ_CHECK(p.persistent == s.options.persistent, ctx);
-    const __int128 wave = cluster ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
+    const __int128 wave = grouped ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
     FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
     // Within the vendor's grid limit (CUDA 2^31 - 1 blocks, HIP also 2^32 - 1 threads).
     FUZZ_CHECK(p.geometry.grid <= p.max_grid && p.max_grid <= (std::int64_t(1) << 31) - 1, ctx);
     FUZZ_CHECK(d.vendor != duet::Vendor::amd || __int128(p.geometry.grid) * p.geometry.block < (__int128(1) << 32), ctx);
-    const __int128 limit = cluster ? __int128(p.max_grid) / p.chunks_per_row * p.chunks_per_row : p.max_grid;
+    const __int128 limit = grouped ? __int128(p.max_grid) / p.chunks_per_row * p.chunks_per_row : p.max_grid;
     FUZZ_CHECK(p.geometry.grid >= std::min<__int128>({work, wave, limit}), ctx);
-    if (cluster) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
+    if (grouped) FUZZ_CHECK(p.geometry.grid % p.chunks_per_row == 0, ctx);
   }
 }
 

@@ -285,6 +285,78 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
   }
 }
 
+// grid_row (NVIDIA sm_80+): rows over many blocks of one grid, their pairs
+// through global memory. Few rows spread over the SMs (aligned, odd,
+// shifted, in place, both directions), rows past a cluster on chip (f32 4M,
+// 16-bit 2M with edges, backward 2M), rows forced onto it
+// (DUET_STRATEGY=grid_row) at uneven block counts with many more rows than
+// the groups that fit at once, and slices that add nothing or NaN.
+TEST_CASE("grid_row: rows over many blocks of one grid, few rows and rows past a cluster") {
+  const Device dev = duet::testing::first_gpu();
+  const duet::testing::RestorePlanOptions restore;
+  const PlanOptions before = restore.saved;
+  const bool has_it = dev.props().vendor == Vendor::nvidia && dev.props().cc_major >= 8;
+  struct Row {
+    DType dt;
+    std::int64_t rows, cols, misalign;
+    bool backward, in_place;
+    int forced_blocks;  // 0: the planner's choice, else DUET_STRATEGY=grid_row at this many blocks
+  };
+  const std::vector<Row> tried = {
+      {DType::f32, 1, 32768, 0, false, false, 0},
+      {DType::f32, 1, 262144, 0, false, false, 0},
+      {DType::bf16, 8, 131072, 0, false, false, 0},
+      {DType::f16, 3, 100003, 1, false, false, 0},
+      {DType::bf16, 5, 65537, 0, true, false, 0},
+      {DType::f32, 1, 262144, 0, true, false, 0},
+      {DType::f32, 2, 70001, 2, false, true, 0},
+      {DType::f32, 3, 1 << 22, 0, false, false, 0},
+      {DType::bf16, 2, (1 << 21) + 3, 1, false, false, 0},
+      {DType::f32, 2, 1 << 21, 0, true, false, 0},
+      {DType::f32, 301, 40000, 0, false, false, 7},
+      {DType::bf16, 203, 4099, 3, true, false, 3},
+      {DType::f32, 97, 20000, 1, false, true, 5},
+      {DType::f16, 40, 33333, 0, true, false, 11},
+  };
+  for (const Row& r : tried) {
+    PlanOptions o = before;
+    o.force_grid_row = r.forced_blocks > 0;
+    o.grid_row_blocks = r.forced_blocks;
+    set_plan_options(o);
+    Case c;
+    c.dtype = r.dt;
+    c.op = r.cols % 2 ? Op::log_softmax : Op::softmax;
+    c.rows = r.rows;
+    c.cols = r.cols;
+    c.misalign = r.misalign;
+    c.backward = r.backward;
+    c.in_place = r.in_place;
+    const auto o_run = run_case(dev, c);
+    INFO(c.name(), " blocks forced ", r.forced_blocks, " via ", o_run.variant);
+    expect_ok(c, o_run);
+    if (has_it) CHECK(o_run.variant.rfind("grid_row", 0) == 0);
+  }
+  // Slices that add nothing or NaN (rows 1, 4, 6 and 7), over 64 blocks a
+  // row: rows of 262144 floats, 4096 a block.
+  PlanOptions o = before;
+  o.force_grid_row = true;
+  o.grid_row_blocks = 64;
+  set_plan_options(o);
+  for (std::int64_t cols : {std::int64_t(262144), std::int64_t(262147)}) {
+    const std::int64_t rows = 8;
+    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
+    const float inf = std::numeric_limits<float>::infinity();
+    x[0 * cols + cols / 2] = -inf;
+    for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;
+    x[2 * cols + cols - 1] = inf;
+    x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf;
+    for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
+    x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
+    expect_ok_both_ops(dev, rows, cols, x);
+  }
+}
+
 TEST_CASE("large magnitudes keep their precision") {
   // exp(x - m) must subtract before scaling: a fused x*log2e - m*log2e rounds
   // at the magnitude of m (0.5% error at 1e5, garbage at 1e30).

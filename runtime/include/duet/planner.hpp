@@ -14,10 +14,16 @@
 //                             each slice in registers and shared memory,
 //                             one block an SM; forward past cluster_row,
 //                             backward past block_row_smem
+//   fits the GPU on chip      grid_row (sm_80+): cluster_row_smem's rows
+//                             over G blocks of one grid, the pairs
+//                             through global memory, G up to every SM
 //   wider                     split_stream: chunks, online (max, sum), two
 //                             passes in one launch, the second reading
 //                             from L2 (split_row: the same in two kernels,
 //                             DUET_STRATEGY=split_row)
+// Few rows (fewer than kGridRowFewRows) that the plan above would give to
+// fewer blocks than half the SMs take grid_row too, each row over
+// SMs / rows blocks.
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
 // waves of SMs x blocks per SM, capped by the work and by the vendor's grid
 // limit (CUDA: 2^31 - 1 blocks; HIP: also 2^32 - 1 threads). The kernels
@@ -51,6 +57,9 @@ namespace duet {
 // | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit; the fused operations' stream_row wherever their group_rows does not |
+// | DUET_STRATEGY=grid_row | force_grid_row = true | grid_row wherever group_rows does not fit and it does |
+// | DUET_GRID_ROW=0 | allow_grid_row = false | no grid_row (rows past a cluster on chip take split_stream) |
+// | DUET_GRID_BLOCKS=n | grid_row_blocks = n | grid_row's rows over at least n blocks each (up to the resident blocks) |
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
@@ -96,6 +105,13 @@ struct PlanOptions {
   // split_stream for every row past group_rows (the fused operations:
   // stream_row for every row past theirs).
   bool force_stream = false;
+  // grid_row where the device has it: rows past a cluster on chip, and few
+  // rows.
+  bool allow_grid_row = true;
+  // grid_row for every row past group_rows that it holds.
+  bool force_grid_row = false;
+  // grid_row's blocks a row at least (0: the planner's choice).
+  int grid_row_blocks = 0;
   // split_stream's slack: how many items its second pass trails the first
   // by beyond a row's chunks (0: one per resident block).
   std::int64_t stream_slack = 0;
@@ -158,9 +174,9 @@ struct Plan {
   LaunchGeometry geometry;              // main kernel
   LaunchGeometry finalize_geometry;     // split_row's second kernel
   int smem_vecs = 0;                    // block_row_smem, cluster_row_smem: vectors a thread keeps in shared memory
-  int chunks_per_row = 0;               // split_row: chunks; cluster_row(_smem): blocks in a cluster
-  std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row(_smem): of a block's slice)
-  std::int64_t workspace_bytes = 0;     // split_row partials; split_stream counters and partials
+  int chunks_per_row = 0;               // split_row: chunks; cluster_row(_smem): blocks in a cluster; grid_row: a row's blocks
+  std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row(_smem), grid_row: of a block's slice)
+  std::int64_t workspace_bytes = 0;     // split_row partials; split_stream, grid_row counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   bool persistent = false;              // grids of one wave (PlanOptions::persistent)
   std::string why;                      // one line: why this strategy
@@ -199,5 +215,10 @@ DUET_API Grid grid_for(const Plan& plan, std::int64_t rows);
 DUET_API void set_grid(Plan& plan, std::int64_t rows);
 
 DUET_API std::int64_t ceil_div(std::int64_t a, std::int64_t b);
+
+// Calls of fewer rows than this may be planned as few rows (grid_row over
+// every SM), so their plans depend on the row count; plans of more rows
+// depend on the row length alone.
+inline constexpr std::int64_t kGridRowFewRows = 64;
 
 }  // namespace duet

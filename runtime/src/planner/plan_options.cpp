@@ -47,9 +47,23 @@ PlanOptions plan_options_from_environment() {
   o.allow_clusters = cluster != "0";
   o.prefer_clusters = cluster == "prefer";
   if (cluster == "portable") o.max_cluster_blocks = kPortableClusterBlocks;
-  const std::string strategy = one_of("DUET_STRATEGY", {"split_row", "split_stream"});
+  const std::string strategy = one_of("DUET_STRATEGY", {"split_row", "split_stream", "grid_row"});
   o.force_split = strategy == "split_row";
   o.force_stream = strategy == "split_stream";
+  o.force_grid_row = strategy == "grid_row";
+  o.allow_grid_row = one_of("DUET_GRID_ROW", {"0", "1"}) != "0";
+  const std::string grid_blocks = env("DUET_GRID_BLOCKS");
+  if (!grid_blocks.empty()) {
+    try {
+      std::size_t used = 0;
+      o.grid_row_blocks = std::stoi(grid_blocks, &used);
+      if (used != grid_blocks.size()) o.grid_row_blocks = -1;
+    } catch (const std::exception&) {
+      o.grid_row_blocks = -1;
+    }
+    require(o.grid_row_blocks > 0, Status::invalid_argument,
+            "DUET_GRID_BLOCKS must be a positive count of blocks, got '" + grid_blocks + "'");
+  }
   o.min_cluster_blocks = count_of("DUET_CLUSTER_BLOCKS", std::vector<int>{2, 4, 8, 16});
   o.block_vpt = count_of("DUET_BLOCK_VPT", kBlockVpt);
   const std::string slack = env("DUET_STREAM_SLACK");

@@ -173,6 +173,56 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
          out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
 }
 
+// grid_row for rows of nv vectors: cluster_row_smem's blocks (512 threads,
+// 8 vectors a thread in registers, backward 4 of each tensor, the rest in
+// shared memory, one block an SM) over G blocks of one grid. G is the
+// fewest blocks that hold the row, or for `spread` (few rows) the blocks
+// the rows leave each row: resident blocks / rows, down to a slice of
+// kGridRowMinPacks vectors a block; at least s.options.grid_row_blocks.
+// Every group of G blocks must be resident at once (the launch is
+// cooperative), so G is at most the resident blocks. Returns false where
+// the device has no cp.async (sm_80+; its copies into shared memory) or
+// the row needs more blocks than fit at once.
+constexpr std::int64_t kGridRowMinPacks = 256;
+// Few rows take grid_row from rows of this many vectors (32 KiB).
+constexpr std::int64_t kGridRowFewMinPacks = 2048;
+bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv, bool spread,
+                   const AttributeSource& attributes, Plan& out) {
+  if (!dev.is_gpu() || !s.options.allow_grid_row || vec != dtype_vec16(s.dtype) ||
+      !detail::copies_to_shared_async(dev))
+    return false;
+  constexpr int threads = kGridRowThreads;
+  const int vpt = cluster_row_smem_vpt(s.backward);
+  const Variant variant{Strategy::grid_row, s.dtype, s.backward, vec, 0, vpt, 1, edges};
+  const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
+  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
+  const std::int64_t most_smem_vecs =
+      (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
+  if (most_smem_vecs < 1) return false;
+  const std::int64_t capacity = std::int64_t(threads) * (vpt + most_smem_vecs);  // vectors a block
+  // One block an SM where the opt-in is taken whole; the bound is checked
+  // below with the plan's own occupancy.
+  const std::int64_t sms = std::max(dev.sm_count, 1);
+  std::int64_t blocks = ceil_div(nv, capacity);
+  if (spread)
+    blocks = std::max(blocks, std::min(sms / std::max<std::int64_t>(s.rows, 1), ceil_div(nv, kGridRowMinPacks)));
+  blocks = std::max<std::int64_t>(blocks, std::min<std::int64_t>(s.options.grid_row_blocks, sms));
+  blocks = std::max<std::int64_t>(blocks, 1);
+  if (blocks > sms) return false;
+  const std::int64_t slice = ceil_div(nv, blocks);
+  const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
+  out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
+  out.chunks_per_row = static_cast<int>(blocks);
+  out.chunk_elems = slice * vec;
+  out.why = "row of " + std::to_string(nv) + " vectors over " + std::to_string(blocks) + " blocks of one grid" +
+            (spread ? " (few rows: spread over the SMs)" : std::string()) + ": " + std::to_string(threads) +
+            " threads x " + std::to_string(vpt) + " vectors each in registers, " + std::to_string(smem_vecs) +
+            " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) + " B a block" +
+            (s.backward ? ", y and dy" : "") + "), pairs through global memory";
+  return out.exact.blocks_per_sm >= 1 && blocks <= out.resident_blocks &&
+         out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
+}
+
 // interleaved_smem for interleaved rows past registers, on packs, where the
 // device copies to shared memory asynchronously (NVIDIA sm_80+; on others
 // a thread's copies would wait one by one): blocks of 512 threads and the
@@ -344,14 +394,14 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // a fresh cluster per row measured 0.74 of copy at f32 N = 65536 against
   // 0.81 persistent, H200, bench/NOTES.md v10, the reverse of single
   // blocks), interleaved_cluster (H100 [4096, M] backward f32 0.71 against
-  // 0.63 in 64 waves, v51) and split_stream (its blocks take their work
-  // from a queue).
+  // 0.63 in 64 waves, v51), split_stream (its blocks take their work
+  // from a queue) and grid_row (its groups wait on each other).
   const std::int64_t waves = p.persistent || family.one_wave ? 1 : kMaxWaves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
   const std::int64_t limit = p.max_grid > 0 ? p.max_grid : (std::int64_t(1) << 31) - 1;
   std::int64_t resident = std::min(std::max<std::int64_t>(p.resident_blocks, 1) * waves, limit);
-  if (family.cluster_launch)  // whole clusters
+  if (family.cluster_launch || family.cooperative)  // whole clusters; whole groups
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   Grid g;
   g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
@@ -363,6 +413,8 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     g.workspace_bytes =
         split_stream_partials_offset(rows) + rows * (p.chunks_per_row + 1) * 2 * std::int64_t(sizeof(float));
   }
+  if (p.kernel.strategy == Strategy::grid_row && g.main.grid > 0)
+    g.workspace_bytes = grid_row_workspace_bytes(g.main.grid / p.chunks_per_row, p.chunks_per_row);
   return g;
 }
 
@@ -531,8 +583,22 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
                    " in registers, " + std::to_string(spill * threads) + " in shared memory (" +
                    std::to_string(plan.launch.dynamic_smem_bytes) + " B)";
       }
-      // Past one block's shared memory: a cluster's.
+      // Past one block's shared memory: a cluster's, then the grid's.
       if (!fits) fits = plan_cluster_row_smem(dev, s, vec, edges, nv, attributes, plan);
+      if (!fits) fits = plan_grid_row(dev, s, vec, edges, nv, false, attributes, plan);
+    }
+    // Few rows that leave most SMs idle, and DUET_STRATEGY=grid_row.
+    if (!s.options.force_split && !s.options.force_stream) {
+      const std::int64_t blocks_a_row = family_of(plan.kernel.strategy).work == WorkUnit::row_chunk
+                                            ? std::max(plan.chunks_per_row, 1)
+                                            : 1;
+      const bool few = fits && s.rows < kGridRowFewRows && nv >= kGridRowFewMinPacks &&
+                       2 * s.rows * blocks_a_row <= dev.sm_count;
+      Plan spread;
+      if ((few || s.options.force_grid_row) && plan_grid_row(dev, s, vec, edges, nv, few, attributes, spread)) {
+        plan = std::move(spread);
+        fits = true;
+      }
     }
     if (s.options.force_split) {
       require(!dev.is_gpu() || DUET_HAVE_EXPERIMENTS, Status::unsupported,
