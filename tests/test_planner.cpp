@@ -102,9 +102,9 @@ TEST_CASE("strategy by row length on H100") {
   CHECK(plan(32768, DType::f32, true).smem_vecs > 0);
   CHECK(plan(32768, DType::f32, true).launch.dynamic_smem_bytes <= h100.smem_per_block_optin);
   CHECK(plan(1 << 20).kernel.strategy == Strategy::cluster_row_smem);  // f32: a cluster's shared memory holds it
-  // Past a cluster on chip, the whole GPU's on-chip memory (grid_row), then
-  // two passes.
-  CHECK(plan(1 << 20, DType::bf16).kernel.strategy == Strategy::grid_row);
+  // Past a cluster on chip, the whole GPU's on-chip memory (grid_row, f32),
+  // then two passes.
+  CHECK(plan(1 << 20, DType::bf16).kernel.strategy == Strategy::split_stream);
   CHECK(plan(1 << 22).kernel.strategy == Strategy::grid_row);
   CHECK(plan(1 << 24).kernel.strategy == Strategy::split_stream);
   CHECK(plan(1 << 24).chunks_per_row * plan(1 << 24).chunk_elems >= (1 << 24));
@@ -476,10 +476,10 @@ TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared 
   }
 }
 
-// grid_row: rows past a cluster on chip over the GPU's blocks, and few rows
-// spread over every SM; a cooperative wave of whole groups, its workspace
-// an arrival count a group and two pairs a block.
-TEST_CASE("grid_row: rows over many blocks of one grid, past a cluster and for few rows") {
+// grid_row: float32 rows past a cluster on chip over blocks of the whole
+// GPU, a cooperative wave of whole groups that leave no SM idle, its
+// workspace an arrival count a group and two pairs a block.
+TEST_CASE("grid_row: rows past a cluster on chip over blocks of one grid") {
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;
   auto plan = [&](std::int64_t rows, std::int64_t cols, DType dt = DType::f32, bool bwd = false) {
@@ -504,62 +504,56 @@ TEST_CASE("grid_row: rows over many blocks of one grid, past a cluster and for f
     CHECK(p.workspace_bytes == grid_row_workspace_bytes(groups, p.chunks_per_row));
     CHECK(p.why.find("blocks of one grid") != std::string::npos);
   };
-  // Past a cluster's capacity: the fewest blocks that hold the row (f32 4M:
-  // 16 MiB over blocks of about 280 KiB on chip).
+  // f32 4M (16 MiB a row over blocks of about 280 KiB on chip): 59 blocks
+  // hold it; two groups of 66 fill the 132 SMs.
   const Plan wide = plan(16, 1 << 22);
   check_holds(wide, 16, 1 << 22, DType::f32, false);
-  CHECK(wide.chunks_per_row >= 50);
-  CHECK(wide.chunks_per_row <= h100.sm_count);
-  CHECK(wide.why.find("few rows") == std::string::npos);
-  check_holds(plan(16, 1 << 21, DType::bf16), 16, 1 << 21, DType::bf16, false);
-  check_holds(plan(16, (1 << 22) + 3, DType::f32), 16, (1 << 22) + 3, DType::f32, false);
+  CHECK(wide.chunks_per_row == 66);
+  CHECK(wide.geometry.grid == 132);
+  const Plan two_m = plan(16, 1 << 21);
+  check_holds(two_m, 16, 1 << 21, DType::f32, false);
+  CHECK(h100.sm_count % two_m.chunks_per_row == 0);
+  check_holds(plan(16, (1 << 22) + 3), 16, (1 << 22) + 3, DType::f32, false);
   CHECK(plan(16, (1 << 22) + 3).kernel.edges);
-  const Plan back = plan(16, 1 << 21, DType::f32, true);
-  check_holds(back, 16, 1 << 21, DType::f32, true);
+  const Plan back = plan(16, 1 << 20, DType::f32, true);
+  check_holds(back, 16, 1 << 20, DType::f32, true);
   CHECK(back.why.find("y and dy") != std::string::npos);
-  // Past the GPU's on-chip memory: split_stream; DUET_GRID_ROW=0 and
-  // DUET_STRATEGY=split_stream give it too.
+  // One row: one group, the grid its blocks.
+  check_holds(plan(1, 1 << 22), 1, 1 << 22, DType::f32, false);
+  CHECK(plan(1, 1 << 22).geometry.grid == 66);
+  // 16-bit rows, past the GPU's on-chip memory, DUET_GRID_ROW=0 and
+  // DUET_STRATEGY=split_stream: split_stream.
+  CHECK(plan(16, 1 << 21, DType::bf16).kernel.strategy == Strategy::split_stream);
+  CHECK(plan(16, 1 << 21, DType::bf16, true).kernel.strategy == Strategy::split_stream);
   CHECK(plan(16, 1 << 24).kernel.strategy == Strategy::split_stream);
   SoftmaxShape off{DType::f32, false, 16, 1 << 22, true};
   off.options.allow_grid_row = false;
   CHECK(plan_softmax(h100, off, recorded(h100)).kernel.strategy == Strategy::split_stream);
-  SoftmaxShape stream{DType::f32, false, 2, 1 << 17, true};
+  SoftmaxShape stream{DType::f32, false, 16, 1 << 22, true};
   stream.options.force_stream = true;
   CHECK(plan_softmax(h100, stream, recorded(h100)).kernel.strategy == Strategy::split_stream);
-  // Few rows: each row over the SMs the rows leave, down to 256 vectors a
-  // block (f32 32768 at one row: 8192 vectors over 32 blocks; 262144 over
-  // all 132 SMs; 8 rows: 16 blocks each).
-  const Plan one = plan(1, 32768);
-  check_holds(one, 1, 32768, DType::f32, false);
-  CHECK(one.chunks_per_row == 32);
-  CHECK(one.why.find("few rows") != std::string::npos);
-  check_holds(plan(1, 262144), 1, 262144, DType::f32, false);
-  CHECK(plan(1, 262144).chunks_per_row == h100.sm_count);
-  const Plan eight = plan(8, 131072, DType::bf16);
-  check_holds(eight, 8, 131072, DType::bf16, false);
-  CHECK(eight.chunks_per_row == h100.sm_count / 8);
-  check_holds(plan(3, 100003, DType::bf16, true), 3, 100003, DType::bf16, true);
-  // Not few: rows that fill half the SMs, short rows, DUET_GRID_ROW=0.
-  CHECK(plan(64, 32768).kernel.strategy != Strategy::grid_row);
-  CHECK(plan(3, 4096).kernel.strategy == Strategy::block_row);
-  CHECK(plan(3, 4096).geometry.grid == 3);
-  SoftmaxShape few_off{DType::f32, false, 1, 32768, true};
-  few_off.options.allow_grid_row = false;
-  CHECK(plan_softmax(h100, few_off, recorded(h100)).kernel.strategy != Strategy::grid_row);
-  // DUET_GRID_BLOCKS: at least that many blocks a row; DUET_STRATEGY=grid_row:
-  // wherever group_rows does not fit.
-  SoftmaxShape forced{DType::f32, false, 4096, 4096, true};
+  // Rows a cluster holds stay there.
+  CHECK(plan(16, 1 << 20).kernel.strategy == Strategy::cluster_row_smem);
+  // DUET_STRATEGY=grid_row: wherever it holds the row, 16-bit rows too;
+  // DUET_GRID_BLOCKS: at least that many blocks a row, as many more as
+  // leave no SM idle (7: 132 / 18 = 7; 64: 66).
+  SoftmaxShape forced{DType::bf16, false, 4096, 4096, true};
   forced.options.force_grid_row = true;
-  forced.options.grid_row_blocks = 4;
-  const Plan f = plan_softmax(h100, forced, recorded(h100));
-  check_holds(f, 4096, 4096, DType::f32, false);
-  CHECK(f.chunks_per_row == 4);
+  for (const auto& [asked, got] : std::vector<std::pair<int, int>>{{4, 4}, {7, 7}, {64, 66}}) {
+    forced.options.grid_row_blocks = asked;
+    const Plan f = plan_softmax(h100, forced, recorded(h100));
+    INFO("DUET_GRID_BLOCKS=", asked);
+    check_holds(f, 4096, 4096, DType::bf16, false);
+    CHECK(f.chunks_per_row == got);
+  }
+  forced.options.grid_row_blocks = 0;
+  forced.cols = 1 << 21;
+  check_holds(plan_softmax(h100, forced, recorded(h100)), 4096, 1 << 21, DType::bf16, false);
   // No cp.async on AMD: never planned there.
   for (const char* file : {"mi250x_gcd.json", "mi300x.json"}) {
     const DeviceProps d = device_file(file);
     if (recorded_target_for(d).empty()) continue;
     INFO(file);
-    CHECK(plan_softmax(d, {DType::f32, false, 1, 262144, true}, recorded(d)).kernel.strategy != Strategy::grid_row);
     CHECK(plan_softmax(d, {DType::f32, false, 16, 1 << 22, true}, recorded(d)).kernel.strategy != Strategy::grid_row);
   }
 }

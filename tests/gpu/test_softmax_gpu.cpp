@@ -286,12 +286,13 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
 }
 
 // grid_row (NVIDIA sm_80+): rows over many blocks of one grid, their pairs
-// through global memory. Few rows spread over the SMs (aligned, odd,
-// shifted, in place, both directions), rows past a cluster on chip (f32 4M,
-// 16-bit 2M with edges, backward 2M), rows forced onto it
-// (DUET_STRATEGY=grid_row) at uneven block counts with many more rows than
-// the groups that fit at once, and slices that add nothing or NaN.
-TEST_CASE("grid_row: rows over many blocks of one grid, few rows and rows past a cluster") {
+// through global memory. f32 rows past a cluster on chip (4M, 2M with
+// edges, backward 1M and 2M, in place), and rows forced onto it
+// (DUET_STRATEGY=grid_row, DUET_GRID_BLOCKS): few rows spread over the
+// SMs, 16-bit rows, odd and shifted rows, uneven block counts with many
+// more rows than the groups that fit at once, slices that add nothing or
+// NaN.
+TEST_CASE("grid_row: rows over many blocks of one grid") {
   const Device dev = duet::testing::first_gpu();
   const duet::testing::RestorePlanOptions restore;
   const PlanOptions before = restore.saved;
@@ -303,16 +304,17 @@ TEST_CASE("grid_row: rows over many blocks of one grid, few rows and rows past a
     int forced_blocks;  // 0: the planner's choice, else DUET_STRATEGY=grid_row at this many blocks
   };
   const std::vector<Row> tried = {
-      {DType::f32, 1, 32768, 0, false, false, 0},
-      {DType::f32, 1, 262144, 0, false, false, 0},
-      {DType::bf16, 8, 131072, 0, false, false, 0},
-      {DType::f16, 3, 100003, 1, false, false, 0},
-      {DType::bf16, 5, 65537, 0, true, false, 0},
-      {DType::f32, 1, 262144, 0, true, false, 0},
-      {DType::f32, 2, 70001, 2, false, true, 0},
       {DType::f32, 3, 1 << 22, 0, false, false, 0},
-      {DType::bf16, 2, (1 << 21) + 3, 1, false, false, 0},
-      {DType::f32, 2, 1 << 21, 0, true, false, 0},
+      {DType::f32, 5, (1 << 21) + 3, 1, false, false, 0},
+      {DType::f32, 4, 1 << 20, 0, true, false, 0},
+      {DType::f32, 2, (1 << 21) - 1, 2, true, true, 0},
+      {DType::f32, 2, 1 << 22, 0, false, true, 0},
+      {DType::f32, 1, 32768, 0, false, false, 32},
+      {DType::f32, 1, 262144, 0, false, false, 132},
+      {DType::bf16, 8, 131072, 0, false, false, 16},
+      {DType::f16, 3, 100003, 1, false, false, 40},
+      {DType::bf16, 5, 65537, 0, true, false, 20},
+      {DType::bf16, 2, (1 << 21) + 3, 1, false, false, 1},
       {DType::f32, 301, 40000, 0, false, false, 7},
       {DType::bf16, 203, 4099, 3, true, false, 3},
       {DType::f32, 97, 20000, 1, false, true, 5},
@@ -336,8 +338,8 @@ TEST_CASE("grid_row: rows over many blocks of one grid, few rows and rows past a
     expect_ok(c, o_run);
     if (has_it) CHECK(o_run.variant.rfind("grid_row", 0) == 0);
   }
-  // Slices that add nothing or NaN (rows 1, 4, 6 and 7), over 64 blocks a
-  // row: rows of 262144 floats, 4096 a block.
+  // Slices that add nothing or NaN (rows 1, 4, 6 and 7), over at least 64
+  // blocks a row: rows of 262144 floats, about 4096 a block.
   PlanOptions o = before;
   o.force_grid_row = true;
   o.grid_row_blocks = 64;

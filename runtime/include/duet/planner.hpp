@@ -14,16 +14,13 @@
 //                             each slice in registers and shared memory,
 //                             one block an SM; forward past cluster_row,
 //                             backward past block_row_smem
-//   fits the GPU on chip      grid_row (sm_80+): cluster_row_smem's rows
-//                             over G blocks of one grid, the pairs
+//   fits the GPU on chip      grid_row (sm_80+, f32): cluster_row_smem's
+//                             rows over G blocks of one grid, the pairs
 //                             through global memory, G up to every SM
 //   wider                     split_stream: chunks, online (max, sum), two
 //                             passes in one launch, the second reading
 //                             from L2 (split_row: the same in two kernels,
 //                             DUET_STRATEGY=split_row)
-// Few rows (fewer than kGridRowFewRows) that the plan above would give to
-// fewer blocks than half the SMs take grid_row too, each row over
-// SMs / rows blocks.
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
 // waves of SMs x blocks per SM, capped by the work and by the vendor's grid
 // limit (CUDA: 2^31 - 1 blocks; HIP: also 2^32 - 1 threads). The kernels
@@ -57,8 +54,8 @@ namespace duet {
 // | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit; the fused operations' stream_row wherever their group_rows does not |
-// | DUET_STRATEGY=grid_row | force_grid_row = true | grid_row wherever group_rows does not fit and it does |
-// | DUET_GRID_ROW=0 | allow_grid_row = false | no grid_row (rows past a cluster on chip take split_stream) |
+// | DUET_STRATEGY=grid_row | force_grid_row = true | grid_row wherever group_rows does not fit and it holds the row (16-bit rows too) |
+// | DUET_GRID_ROW=0 | allow_grid_row = false | no grid_row (float32 rows past a cluster on chip take split_stream) |
 // | DUET_GRID_BLOCKS=n | grid_row_blocks = n | grid_row's rows over at least n blocks each (up to the resident blocks) |
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
@@ -105,10 +102,10 @@ struct PlanOptions {
   // split_stream for every row past group_rows (the fused operations:
   // stream_row for every row past theirs).
   bool force_stream = false;
-  // grid_row where the device has it: rows past a cluster on chip, and few
-  // rows.
+  // grid_row where the device has it, for float32 rows past a cluster on
+  // chip.
   bool allow_grid_row = true;
-  // grid_row for every row past group_rows that it holds.
+  // grid_row for every row past group_rows that it holds, every dtype.
   bool force_grid_row = false;
   // grid_row's blocks a row at least (0: the planner's choice).
   int grid_row_blocks = 0;
@@ -215,10 +212,5 @@ DUET_API Grid grid_for(const Plan& plan, std::int64_t rows);
 DUET_API void set_grid(Plan& plan, std::int64_t rows);
 
 DUET_API std::int64_t ceil_div(std::int64_t a, std::int64_t b);
-
-// Calls of fewer rows than this may be planned as few rows (grid_row over
-// every SM), so their plans depend on the row count; plans of more rows
-// depend on the row length alone.
-inline constexpr std::int64_t kGridRowFewRows = 64;
 
 }  // namespace duet

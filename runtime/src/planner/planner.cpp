@@ -175,22 +175,24 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 
 // grid_row for rows of nv vectors: cluster_row_smem's blocks (512 threads,
 // 8 vectors a thread in registers, backward 4 of each tensor, the rest in
-// shared memory, one block an SM) over G blocks of one grid. G is the
-// fewest blocks that hold the row, or for `spread` (few rows) the blocks
-// the rows leave each row: resident blocks / rows, down to a slice of
-// kGridRowMinPacks vectors a block; at least s.options.grid_row_blocks.
-// Every group of G blocks must be resident at once (the launch is
-// cooperative), so G is at most the resident blocks. Returns false where
+// shared memory, one block an SM) over G blocks of one grid: the fewest
+// that hold the row, then as many more as leave no SM idle (the groups
+// that fit, SMs / G, over all the SMs: f32 4M as 66 blocks, not 59), and
+// at least s.options.grid_row_blocks (DUET_GRID_BLOCKS). Every group must
+// be resident at once (the launch is cooperative), so G is at most the
+// SMs. float32 only unless forced (DUET_STRATEGY=grid_row): 16-bit rows
+// ran below split_stream, as on cluster_row_smem (H100 bf16 1M / 2M / 4M:
+// 0.739 / 0.673 / 0.663 against 0.747 / 0.712 / 0.676), where f32 gained
+// (2M / 4M: 0.756 / 0.718 against 0.682 / 0.646; backward 1M / 4M: 0.843
+// / 0.682 against 0.691 / 0.528; bench/NOTES.md v63). Returns false where
 // the device has no cp.async (sm_80+; its copies into shared memory) or
-// the row needs more blocks than fit at once.
-constexpr std::int64_t kGridRowMinPacks = 256;
-// Few rows take grid_row from rows of this many vectors (32 KiB).
-constexpr std::int64_t kGridRowFewMinPacks = 2048;
-bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv, bool spread,
+// the row needs more blocks than SMs.
+bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                    const AttributeSource& attributes, Plan& out) {
   if (!dev.is_gpu() || !s.options.allow_grid_row || vec != dtype_vec16(s.dtype) ||
       !detail::copies_to_shared_async(dev))
     return false;
+  if (dtype_size(s.dtype) != 4 && !s.options.force_grid_row) return false;
   constexpr int threads = kGridRowThreads;
   const int vpt = cluster_row_smem_vpt(s.backward);
   const Variant variant{Strategy::grid_row, s.dtype, s.backward, vec, 0, vpt, 1, edges};
@@ -203,19 +205,17 @@ bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool 
   // One block an SM where the opt-in is taken whole; the bound is checked
   // below with the plan's own occupancy.
   const std::int64_t sms = std::max(dev.sm_count, 1);
-  std::int64_t blocks = ceil_div(nv, capacity);
-  if (spread)
-    blocks = std::max(blocks, std::min(sms / std::max<std::int64_t>(s.rows, 1), ceil_div(nv, kGridRowMinPacks)));
-  blocks = std::max<std::int64_t>(blocks, std::min<std::int64_t>(s.options.grid_row_blocks, sms));
-  blocks = std::max<std::int64_t>(blocks, 1);
+  std::int64_t blocks = std::max<std::int64_t>(
+      {ceil_div(nv, capacity), std::min<std::int64_t>(s.options.grid_row_blocks, sms), 1});
   if (blocks > sms) return false;
+  blocks = std::min(sms / (sms / blocks), std::max<std::int64_t>(nv, 1));
   const std::int64_t slice = ceil_div(nv, blocks);
   const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
   out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
   out.chunks_per_row = static_cast<int>(blocks);
   out.chunk_elems = slice * vec;
   out.why = "row of " + std::to_string(nv) + " vectors over " + std::to_string(blocks) + " blocks of one grid" +
-            (spread ? " (few rows: spread over the SMs)" : std::string()) + ": " + std::to_string(threads) +
+            ": " + std::to_string(threads) +
             " threads x " + std::to_string(vpt) + " vectors each in registers, " + std::to_string(smem_vecs) +
             " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) + " B a block" +
             (s.backward ? ", y and dy" : "") + "), pairs through global memory";
@@ -585,20 +585,14 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       }
       // Past one block's shared memory: a cluster's, then the grid's.
       if (!fits) fits = plan_cluster_row_smem(dev, s, vec, edges, nv, attributes, plan);
-      if (!fits) fits = plan_grid_row(dev, s, vec, edges, nv, false, attributes, plan);
+      if (!fits) fits = plan_grid_row(dev, s, vec, edges, nv, attributes, plan);
     }
-    // Few rows that leave most SMs idle, and DUET_STRATEGY=grid_row.
-    if (!s.options.force_split && !s.options.force_stream) {
-      const std::int64_t blocks_a_row = family_of(plan.kernel.strategy).work == WorkUnit::row_chunk
-                                            ? std::max(plan.chunks_per_row, 1)
-                                            : 1;
-      const bool few = fits && s.rows < kGridRowFewRows && nv >= kGridRowFewMinPacks &&
-                       2 * s.rows * blocks_a_row <= dev.sm_count;
-      Plan spread;
-      if ((few || s.options.force_grid_row) && plan_grid_row(dev, s, vec, edges, nv, few, attributes, spread)) {
-        plan = std::move(spread);
-        fits = true;
-      }
+    // DUET_STRATEGY=grid_row: wherever it holds the row.
+    Plan forced;
+    if (s.options.force_grid_row && !s.options.force_split && !s.options.force_stream &&
+        plan_grid_row(dev, s, vec, edges, nv, attributes, forced)) {
+      plan = std::move(forced);
+      fits = true;
     }
     if (s.options.force_split) {
       require(!dev.is_gpu() || DUET_HAVE_EXPERIMENTS, Status::unsupported,
