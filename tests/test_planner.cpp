@@ -536,10 +536,11 @@ TEST_CASE("grid_row: rows past a cluster on chip over blocks of one grid") {
   CHECK(plan(16, 1 << 20).kernel.strategy == Strategy::cluster_row_smem);
   // DUET_STRATEGY=grid_row: wherever it holds the row, 16-bit rows too;
   // DUET_GRID_BLOCKS: at least that many blocks a row, as many more as
-  // leave no SM idle (7: 132 / 18 = 7; 64: 66).
+  // leave no SM idle (7: 132 / 18 = 7; 64: 66), then as few as give each
+  // the same slice (512 vectors over 66 blocks: 8 each, 64 blocks).
   SoftmaxShape forced{DType::bf16, false, 4096, 4096, true};
   forced.options.force_grid_row = true;
-  for (const auto& [asked, got] : std::vector<std::pair<int, int>>{{4, 4}, {7, 7}, {64, 66}}) {
+  for (const auto& [asked, got] : std::vector<std::pair<int, int>>{{4, 4}, {7, 7}, {64, 64}}) {
     forced.options.grid_row_blocks = asked;
     const Plan f = plan_softmax(h100, forced, recorded(h100));
     INFO("DUET_GRID_BLOCKS=", asked);
@@ -1206,9 +1207,10 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   CHECK(eight.chunks_per_row == 8);
   CHECK(eight.resident_blocks == 80);
   CHECK(eight.fallback.find("no cluster of 16") == 0);
-  // None fits at all: the single-block kernels, and the plan says why.
+  // None fits at all: the kernels without clusters (grid_row: the row over
+  // blocks of the grid), and the plan says why.
   const Plan none = plan_softmax(h100, wide, recorded(h100), [](int, int, int, std::int64_t) { return 0; });
-  CHECK(none.kernel.strategy == Strategy::split_stream);
+  CHECK(none.kernel.strategy == Strategy::grid_row);
   CHECK(none.fallback.find("no cluster of 8") == 0);
 }
 

@@ -178,7 +178,8 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // shared memory, one block an SM) over G blocks of one grid: the fewest
 // that hold the row, then as many more as leave no SM idle (the groups
 // that fit, SMs / G, over all the SMs: f32 4M as 66 blocks, not 59), and
-// at least s.options.grid_row_blocks (DUET_GRID_BLOCKS). Every group must
+// at least s.options.grid_row_blocks (DUET_GRID_BLOCKS); then as few as
+// give each block the same slice, so that none is empty. Every group must
 // be resident at once (the launch is cooperative), so G is at most the
 // SMs. float32 only unless forced (DUET_STRATEGY=grid_row): 16-bit rows
 // ran below split_stream, as on cluster_row_smem (H100 bf16 1M / 2M / 4M:
@@ -208,8 +209,9 @@ bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool 
   std::int64_t blocks = std::max<std::int64_t>(
       {ceil_div(nv, capacity), std::min<std::int64_t>(s.options.grid_row_blocks, sms), 1});
   if (blocks > sms) return false;
-  blocks = std::min(sms / (sms / blocks), std::max<std::int64_t>(nv, 1));
-  const std::int64_t slice = ceil_div(nv, blocks);
+  blocks = sms / (sms / blocks);
+  const std::int64_t slice = ceil_div(std::max<std::int64_t>(nv, 1), blocks);
+  blocks = ceil_div(std::max<std::int64_t>(nv, 1), slice);  // none left empty
   const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
   out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
   out.chunks_per_row = static_cast<int>(blocks);
