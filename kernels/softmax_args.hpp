@@ -34,8 +34,8 @@ struct SoftmaxArgs {
       // chunk); split_stream: the work queue's counters (a 64-bit ticket
       // counter, then one count of finished chunks per row; zeroed before
       // each launch) and how many work items the second pass trails the
-      // first by; grid_row: its groups' tagged pairs (partials, zeroed
-      // before each launch)
+      // first by; grid_row: its groups' arrival counts (zeroed before each
+      // launch) and pairs
       float* partials;
       unsigned* counters;
       std::int64_t lag;
@@ -60,10 +60,12 @@ constexpr std::int64_t split_stream_partials_offset(std::int64_t rows) {
   return (split_stream_counter_bytes(rows) + 15) / 16 * 16;
 }
 
-// grid_row's workspace: per group of blocks, two buffers (a row's parity)
-// of two tagged 64-bit words (m, s) per block of the group.
+// grid_row's workspace: a 32-bit arrival count per group of blocks, then
+// at the next 16-byte boundary two buffers of a 64-bit pair per block of
+// each group.
+constexpr std::int64_t grid_row_counter_bytes(std::int64_t groups) { return (groups * 4 + 15) / 16 * 16; }
 constexpr std::int64_t grid_row_workspace_bytes(std::int64_t groups, std::int64_t blocks) {
-  return groups * 2 * blocks * 2 * 8;
+  return grid_row_counter_bytes(groups) + groups * 2 * blocks * 8;
 }
 
 struct LaunchGeometry {

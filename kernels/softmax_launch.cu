@@ -141,16 +141,12 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     }
     DUET_GPU_CHECK(cudaGetLastError());
   };
-  // The work queue starts empty (split_stream); no pair's tag is current
-  // (a cooperative family, grid_row).
+  // The work queue starts empty (split_stream); no group of blocks has
+  // arrived (a cooperative family, grid_row).
   if (family.zeroed_counters) {
-    if (family.cooperative) {
-      const std::int64_t groups = geometry.grid / args.chunks_per_row;
-      DUET_GPU_CHECK(cudaMemsetAsync(args.partials, 0,
-                                     static_cast<size_t>(grid_row_workspace_bytes(groups, args.chunks_per_row)), s));
-    } else {
-      DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, static_cast<size_t>(split_stream_counter_bytes(args.rows)), s));
-    }
+    const std::int64_t bytes = family.cooperative ? grid_row_counter_bytes(geometry.grid / args.chunks_per_row)
+                                                  : split_stream_counter_bytes(args.rows);
+    DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, static_cast<size_t>(bytes), s));
   }
   launch_one(false, geometry);
   if (family.two_kernels) launch_one(true, finalize_geometry);

@@ -291,7 +291,7 @@ struct FamilyInfo {
   // keep their rows), not up to the planner's waves.
   bool one_wave;
   bool cluster_launch;   // blocks launched as clusters of chunks_per_row
-  bool zeroed_counters;  // a work queue's counters (grid_row: its pairs) zeroed before each launch
+  bool zeroed_counters;  // a work queue's counters zeroed before each launch
   bool always_edges;     // every entry takes rows off the pack grid
   LayoutRule layout;
   // Launched cooperatively: its blocks wait on each other, so the vendor

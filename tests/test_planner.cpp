@@ -478,7 +478,7 @@ TEST_CASE("cluster_row_smem: rows past a cluster's registers kept in its shared 
 
 // grid_row: float32 rows past a cluster on chip over blocks of the whole
 // GPU, a cooperative wave of whole groups that leave no SM idle, its
-// workspace two buffers of tagged (m, s) words a block.
+// workspace an arrival count a group and two pairs a block.
 TEST_CASE("grid_row: rows past a cluster on chip over blocks of one grid") {
   const DeviceProps h100 = device_file("h100_sxm.json");
   if (recorded_target_for(h100).empty()) return;

@@ -9,21 +9,19 @@
 // row (chunk_of) in registers and its shared memory and runs the rows as
 // cluster_row_smem does (common/held_slices.cuh: read once, the next row's
 // loads under this row's writes). A row's pairs: each block's thread 0
-// stores the block's m and s into its two slots of the group's buffer for
-// the row's parity, each a 64-bit word of the value and a tag (the row's
-// count within the launch, from 1), and each warp reads the group's G
-// slots until every tag is this row's, then combines the pairs itself. A
-// word is written and read whole, so a tag seen is its value seen: no
-// fence, no counter. Rows alternate two buffers: a block stores row n +
-// 2's words only after it has read every block's row n + 1 words, which
-// each block stores only after its warps have read row n's.
+// stores the block's pair into its slot of the group's buffer for the
+// row's parity, fences, adds one to the group's arrival count and waits
+// until every block of the group has arrived for this row; then each warp
+// reads the G pairs and combines them itself. Rows alternate two buffers:
+// a block stores row n + 2's pair only after all of the group arrived for
+// row n + 1, which each block does only after reading row n's pairs.
 // The waits need every block of a group resident at once: the grid is one
 // wave of whole groups, launched cooperatively (the vendor refuses a grid
 // that cannot be resident together rather than let it wait forever).
-// Workspace (a.partials, zeroed before each launch: no tag is current):
-// grid_row_workspace_bytes in softmax_args.hpp. Needs cp.async (sm_80+;
-// the planner plans it nowhere else, and other targets compile an empty
-// kernel).
+// Workspace (a.counters, zeroed before each launch, and a.partials): the
+// layout of grid_row_counter_bytes / grid_row_workspace_bytes in
+// softmax_args.hpp. Needs cp.async (sm_80+; the planner plans it nowhere
+// else, and other targets compile an empty kernel).
 #pragma once
 
 #include "common/family_kernels.cuh"
@@ -32,42 +30,48 @@
 namespace duet::DUET_NS::kernels {
 
 #if DUET_DEVICE_CP_ASYNC
+// A pair as one 64-bit word, so that a slot is written and read whole.
+__device__ __forceinline__ unsigned long long pair_bits(float m, float s) {
+  return (static_cast<unsigned long long>(__float_as_uint(s)) << 32) | __float_as_uint(m);
+}
+__device__ __forceinline__ float2 pair_of(unsigned long long bits) {
+  return make_float2(__uint_as_float(static_cast<unsigned>(bits)), __uint_as_float(static_cast<unsigned>(bits >> 32)));
+}
+
 // grid_row's pairs: through global memory (the header says how).
 struct GridExchange {
   int blocks = 0, rank = 0;
-  volatile unsigned long long* slots = nullptr;  // the group's two buffers of `blocks` (m, s) word pairs
-  unsigned tag = 0;                              // the current row's
+  volatile unsigned long long* slots = nullptr;  // the group's two buffers of `blocks` pairs
+  unsigned* arrived = nullptr;                   // the group's arrivals so far
+  unsigned expected = 0;                         // thread 0: the count that ends this row's wait
   template <int PACK>
   __device__ __forceinline__ BlockSlice start(const SoftmaxArgs& a) {
     blocks = a.chunks_per_row;
     const int group = static_cast<int>(blockIdx.x) / blocks;
     rank = static_cast<int>(blockIdx.x) % blocks;
-    slots = reinterpret_cast<unsigned long long*>(a.partials) + std::int64_t(group) * 4 * blocks;
+    arrived = a.counters + group;
+    slots = reinterpret_cast<unsigned long long*>(a.partials) + std::int64_t(group) * 2 * blocks;
     return block_slice<PACK>(a, rank, gridDim.x / blocks);
   }
   __device__ __forceinline__ float2 pairs(float m, float s, int parity) {
-    ++tag;
-    const unsigned long long tagged = static_cast<unsigned long long>(tag) << 32;
-    volatile unsigned long long* const buffer = slots + std::int64_t(parity) * 2 * blocks;
+    volatile unsigned long long* const buffer = slots + parity * blocks;
     if (threadIdx.x == 0) {
-      buffer[2 * rank] = tagged | __float_as_uint(m);
-      buffer[2 * rank + 1] = tagged | __float_as_uint(s);
+      buffer[rank] = pair_bits(m, s);
+      __threadfence();  // the pair before the arrival
+      atomicAdd(arrived, 1u);
+      expected += static_cast<unsigned>(blocks);
+      while (*static_cast<volatile unsigned*>(arrived) < expected) {
+      }
+      __threadfence();  // the arrivals before the pairs read below
     }
-    // Lane l folds the pairs of blocks l, l + W, ... online as their words
-    // arrive; the warp combines the folds.
+    __syncthreads();
+    // Lane l folds pairs l, l + W, ... online; the warp combines the folds.
     constexpr int W = DUET_DEVICE_WARP_SIZE;
     float fm = kNegInf, fs = 0.0f;
     for (int b = static_cast<int>(threadIdx.x) % W; b < blocks; b += W) {
-      unsigned long long wm, ws;
-      do {
-        wm = buffer[2 * b];
-      } while ((wm >> 32) != tag);
-      do {
-        ws = buffer[2 * b + 1];
-      } while ((ws >> 32) != tag);
-      const float qm = __uint_as_float(static_cast<unsigned>(wm)), qs = __uint_as_float(static_cast<unsigned>(ws));
-      const float m_new = fmaxf(fm, qm);
-      fs = rescale(fs, fm, m_new) + rescale(qs, qm, m_new);
+      const float2 q = pair_of(buffer[b]);
+      const float m_new = fmaxf(fm, q.x);
+      fs = rescale(fs, fm, m_new) + rescale(q.y, q.x, m_new);
       fm = m_new;
     }
     const float row_m = group_reduce<W>(fm, MaxOp{});

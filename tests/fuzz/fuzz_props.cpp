@@ -241,7 +241,7 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     // (and shared-memory slots), at most 16 a cluster; grid_row the same
     // over at most the resident blocks (all resident at once), where the
     // device copies to shared memory asynchronously (NVIDIA sm_80+), its
-    // workspace two buffers of tagged (m, s) words a block.
+    // workspace an arrival count a group and two pairs a block.
     FUZZ_CHECK(p.rows_per_block == 1 && p.chunk_elems >= 1, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row) * p.chunk_elems >= cols, ctx);
     FUZZ_CHECK(__int128(p.chunks_per_row - 1) * p.chunk_elems < cols, ctx);

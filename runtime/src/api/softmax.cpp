@@ -255,7 +255,11 @@ void run(const Device& dev, const SoftmaxCall& c) {
       a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + split_stream_partials_offset(c.rows));
       a.lag = plan.stream_lag;
     }
-
+    if (plan.kernel.strategy == Strategy::grid_row) {
+      a.counters = static_cast<unsigned*>(workspace);
+      a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                            grid_row_counter_bytes(grid.main.grid / plan.chunks_per_row));
+    }
   }
   detail::backend(dev.backend())
       .launch_softmax(dev.ordinal(), plan.variant, a, grid.main, grid.finalize, c.stream);
