@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The ratio to copy of each row length for several duet-bench runs of the
 same points (one run a plan: default, DUET_CLUSTER=0, ...), one panel per
-dtype, one line per run labelled by its --commit text (and, with
---by-mask, each result's mask kind); runs with the same label are averaged
-point by point.
+dtype (and operation, where the runs hold several), one line per run
+labelled by its --commit text, or by LABEL where a file is given as
+FILE=LABEL (and, with --by-mask, each result's mask kind); runs with the
+same label are averaged point by point.
 
     python3 bench/variants_plot.py bench/results/h100/wide_rows_v47_*.json \\
         --out bench/results/h100/wide_rows_v47.png
@@ -16,7 +17,7 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("json", nargs="+", help="duet-bench --json files")
+    ap.add_argument("json", nargs="+", help="duet-bench --json files, each FILE or FILE=LABEL")
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--title", default="", help="title above the panels")
     ap.add_argument("--by-mask", action="store_true", help="one line a mask kind (duet-bench --op masked_softmax)")
@@ -31,13 +32,18 @@ def main():
     points = collections.defaultdict(lambda: collections.defaultdict(list))
     variants = collections.defaultdict(set)
     device = ""
-    for path in args.json:
+    runs = []
+    for arg in args.json:
+        path, _, given = arg.partition("=")
         with open(path) as f:
-            run = json.load(f)
+            runs.append((json.load(f), given or None, path))
+    ops = {r.get("op", "") for run, _, _ in runs for r in run.get("results", [])}
+    for run, given, path in runs:
         device = run.get("device", {}).get("name", device)
-        label = run.get("commit") or path
+        label = given or run.get("commit") or path
         for r in run.get("results", []):
-            key = (r["dtype"], f"{label}, mask {r.get('mask', 'boolean')}" if args.by_mask else label)
+            panel = r["dtype"] if len(ops) <= 1 else f"{r.get('op', '')} {r['dtype']}"
+            key = (panel, f"{label}, mask {r.get('mask', 'boolean')}" if args.by_mask else label)
             points[key][r["cols"]].append(r["ratio"])
             variants[key].add(r["variant"].split("<")[0])
     dtypes = sorted({d for d, _ in points})

@@ -306,6 +306,23 @@ TEST_CASE("the CUDA backend says what is missing when it finds no device") {
 }
 #endif
 
+TEST_CASE("deviceinfo explains grid_row: float32 rows past a cluster over blocks of the whole GPU") {
+  if (!DUET_HAVE_CUDA) return;  // the H100's plans come from the CUDA build's recorded reports
+  const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
+  const Result r = deviceinfo("--props " + quoted(h100) + " --plan 16x4194304:f32 --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto plan = json::parse(r.out)["plans"].at(0);
+  CHECK(plan["variant"] == "grid_row<f32,vec4,v8>");
+  CHECK(plan["grid_row"]["blocks_per_row"] == 66);  // two groups fill the 132 SMs
+  CHECK(plan["grid_row"]["groups"] == 2);
+  CHECK(plan["grid"] == 132);
+  CHECK(plan["grid_row"]["workspace_bytes"].get<std::int64_t>() > 0);
+  CHECK(has(plan["why"].get<std::string>(), "pairs through global memory"));
+  const Result text = deviceinfo("--props " + quoted(h100) + " --plan 16x4194304:f32");
+  CHECK(has(text.out, "over 66 blocks of one grid"));
+}
+
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
   // Causal attention scores [8, 32, 2048, 2048] bf16: a row of 256 packs in

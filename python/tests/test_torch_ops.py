@@ -327,7 +327,9 @@ def test_export(device):
 
 # One row length per strategy: group_rows, block_row, cluster_row (Hopper;
 # block_row_smem elsewhere), cluster_row_smem (Hopper forward; split_stream
-# elsewhere) and split_stream (a caller workspace; past on-chip capacity).
+# elsewhere) and past a cluster on chip grid_row (sm_80+, a cooperative
+# launch and a caller workspace; split_stream elsewhere and backward past
+# the GPU's capacity).
 GRAPH_SHAPES = [(64, 33), (32, 4096), (8, 65536), (3, (1 << 20) + 5), (2, (1 << 22) + 5)]
 
 

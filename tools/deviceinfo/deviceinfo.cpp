@@ -241,6 +241,13 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
                   {"workspace_bytes", p.workspace_bytes}};
     if (p.kernel.strategy == duet::Strategy::split_stream) j["split"]["lag_chunks"] = p.stream_lag;
   }
+  if (p.kernel.strategy == duet::Strategy::grid_row && p.chunks_per_row > 0) {
+    j["grid_row"] = {{"blocks_per_row", p.chunks_per_row},
+                     {"slice_elems", p.chunk_elems},
+                     {"smem_vecs_per_thread", p.smem_vecs},
+                     {"groups", p.geometry.grid / p.chunks_per_row},
+                     {"workspace_bytes", p.workspace_bytes}};
+  }
   if (duet::family_of(p.kernel.strategy).work == duet::WorkUnit::inner_tile) {
     j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
     if (p.kernel.strategy == duet::Strategy::interleaved_smem) j["interleaved"]["smem_packs_per_thread"] = p.smem_vecs;

@@ -171,7 +171,7 @@ struct Plan {
   LaunchGeometry geometry;              // main kernel
   LaunchGeometry finalize_geometry;     // split_row's second kernel
   int smem_vecs = 0;                    // block_row_smem, cluster_row_smem: vectors a thread keeps in shared memory
-  int chunks_per_row = 0;               // split_row: chunks; cluster_row(_smem): blocks in a cluster; grid_row: a row's blocks
+  int chunks_per_row = 0;               // split_row: chunks; cluster_row(_smem), grid_row: a row's blocks
   std::int64_t chunk_elems = 0;         // elements of a chunk (cluster_row(_smem), grid_row: of a block's slice)
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream, grid_row counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by

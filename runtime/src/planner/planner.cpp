@@ -176,18 +176,19 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
 // grid_row for rows of nv vectors: cluster_row_smem's blocks (512 threads,
 // 8 vectors a thread in registers, backward 4 of each tensor, the rest in
 // shared memory, one block an SM) over G blocks of one grid: the fewest
-// that hold the row, then as many more as leave no SM idle (the groups
-// that fit, SMs / G, over all the SMs: f32 4M as 66 blocks, not 59), and
-// at least s.options.grid_row_blocks (DUET_GRID_BLOCKS); then as few as
-// give each block the same slice, so that none is empty. Every group must
-// be resident at once (the launch is cooperative), so G is at most the
-// SMs. float32 only unless forced (DUET_STRATEGY=grid_row): 16-bit rows
-// ran below split_stream, as on cluster_row_smem (H100 bf16 1M / 2M / 4M:
-// 0.739 / 0.673 / 0.663 against 0.747 / 0.712 / 0.676), where f32 gained
-// (2M / 4M: 0.756 / 0.718 against 0.682 / 0.646; backward 1M / 4M: 0.843
-// / 0.682 against 0.691 / 0.528; bench/NOTES.md v63). Returns false where
-// the device has no cp.async (sm_80+; its copies into shared memory) or
-// the row needs more blocks than SMs.
+// that hold the row, then as many more as leave no SM idle (SMs / G groups
+// over all the SMs: f32 4M as two groups of 66 blocks, not of the 57 that
+// hold it), at least s.options.grid_row_blocks (DUET_GRID_BLOCKS); then as
+// few as give each block the same slice, so that none is empty. Every
+// group must be resident at once (the launch is cooperative), so G is at
+// most the SMs. float32 only unless forced (DUET_STRATEGY=grid_row):
+// 16-bit rows ran at or below split_stream, as on cluster_row_smem (H100
+// bf16 1M / 2M / 4M: 0.739 / 0.673 / 0.663 against 0.747 / 0.712 / 0.676),
+// where f32 gained (2M / 4M: 0.77 / 0.74-0.78 against 0.68 / 0.64;
+// backward 1M / 2M / 4M: 0.79 / 0.77 / 0.72 against 0.69 / 0.60 / 0.53;
+// bench/NOTES.md v63). Returns false where the device has no cp.async
+// (sm_80+; its copies into shared memory) or the row needs more blocks
+// than SMs.
 bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool edges, std::int64_t nv,
                    const AttributeSource& attributes, Plan& out) {
   if (!dev.is_gpu() || !s.options.allow_grid_row || vec != dtype_vec16(s.dtype) ||
