@@ -1123,7 +1123,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
                            "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
-                           "DUET_INTERLEAVED_TILE"})
+                           "DUET_INTERLEAVED_TILE", "DUET_GRID_ROW", "DUET_GRID_BLOCKS"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -1134,6 +1134,9 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.max_cluster_blocks == kMaxClusterBlocks);
   CHECK(!none.force_split);
   CHECK(!none.persistent);
+  CHECK(none.allow_grid_row);
+  CHECK(!none.force_grid_row);
+  CHECK(none.grid_row_blocks == 0);
   CHECK(none.fused_stash == FusedStash::planned);
   CHECK(none.interleaved_stash == InterleavedStash::past_registers);
   CHECK(!with_env({{"DUET_CLUSTER", "0"}}).allow_clusters);
@@ -1142,6 +1145,10 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_CLUSTER_BLOCKS", "4"}}).min_cluster_blocks == 4);
   CHECK(with_env({{"DUET_STRATEGY", "split_row"}}).force_split);
   CHECK(with_env({{"DUET_STRATEGY", "split_stream"}}).force_stream);
+  CHECK(with_env({{"DUET_STRATEGY", "grid_row"}}).force_grid_row);
+  CHECK(!with_env({{"DUET_GRID_ROW", "0"}}).allow_grid_row);
+  CHECK(with_env({{"DUET_GRID_ROW", "1"}}).allow_grid_row);
+  CHECK(with_env({{"DUET_GRID_BLOCKS", "33"}}).grid_row_blocks == 33);
   CHECK(with_env({{"DUET_STREAM_SLACK", "12"}}).stream_slack == 12);
   CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
@@ -1156,7 +1163,9 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
                          Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"},
-                         Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"}}) {
+                         Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"},
+                         Var{"DUET_GRID_ROW", "off"}, Var{"DUET_GRID_BLOCKS", "0"}, Var{"DUET_GRID_BLOCKS", "4x"},
+                         Var{"DUET_GRID_BLOCKS", "99999999999"}}) {
     INFO(bad.name, "=", bad.value);
     try {
       (void)with_env({bad});

@@ -52,6 +52,23 @@ void expect_ok(const Case& c, const duet::testing::Outcome& o) {
   CHECK(o.check.ok);
 }
 
+// Eight random rows of `cols` with -inf, inf and NaN placed so that row 1
+// is all -inf, row 4 half -inf, rows 6 and 7 start with a third of -inf
+// (a block's or cluster's slice that adds nothing; row 7's with a NaN
+// after it), row 2 ends with inf and row 3 starts with NaN.
+std::vector<float> special_rows(std::int64_t cols) {
+  auto x = duet::testing::random_values(static_cast<std::size_t>(8 * cols));
+  const float inf = std::numeric_limits<float>::infinity();
+  x[0 * cols + cols / 2] = -inf;
+  for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;
+  x[2 * cols + cols - 1] = inf;
+  x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf;
+  for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
+  x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
+  return x;
+}
+
 // softmax and log_softmax of the given rows x cols input (f32).
 void expect_ok_both_ops(const Device& dev, std::int64_t rows, std::int64_t cols, const std::vector<float>& x) {
   for (Op op : {Op::softmax, Op::log_softmax}) {
@@ -271,17 +288,7 @@ TEST_CASE("cluster_row_smem: rows on chip across a cluster's shared memory, to i
   // Slices that add nothing or NaN (rows 6 and 7 of "inf, -inf and NaN"),
   // at 8 and 16 blocks.
   for (std::int64_t cols : {std::int64_t(524288), std::int64_t(1 << 20), std::int64_t((1 << 20) + 3)}) {
-    const std::int64_t rows = 8;
-    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
-    const float inf = std::numeric_limits<float>::infinity();
-    x[0 * cols + cols / 2] = -inf;
-    for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;
-    x[2 * cols + cols - 1] = inf;
-    x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();
-    for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf;
-    for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
-    x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
-    expect_ok_both_ops(dev, rows, cols, x);
+    expect_ok_both_ops(dev, 8, cols, special_rows(cols));
   }
 }
 
@@ -345,17 +352,7 @@ TEST_CASE("grid_row: rows over many blocks of one grid") {
   o.grid_row_blocks = 64;
   set_plan_options(o);
   for (std::int64_t cols : {std::int64_t(262144), std::int64_t(262147)}) {
-    const std::int64_t rows = 8;
-    auto x = duet::testing::random_values(static_cast<std::size_t>(rows * cols));
-    const float inf = std::numeric_limits<float>::infinity();
-    x[0 * cols + cols / 2] = -inf;
-    for (std::int64_t i = 0; i < cols; ++i) x[1 * cols + i] = -inf;
-    x[2 * cols + cols - 1] = inf;
-    x[3 * cols + 0] = std::numeric_limits<float>::quiet_NaN();
-    for (std::int64_t i = 0; i < cols; i += 2) x[4 * cols + i] = -inf;
-    for (std::int64_t i = 0; i < cols / 3; ++i) x[6 * cols + i] = x[7 * cols + i] = -inf;
-    x[7 * cols + cols / 6] = std::numeric_limits<float>::quiet_NaN();
-    expect_ok_both_ops(dev, rows, cols, x);
+    expect_ok_both_ops(dev, 8, cols, special_rows(cols));
   }
 }
 

@@ -1,7 +1,9 @@
 // The planner's switches from the environment: every variable in one place
 // (the table at PlanOptions, duet/planner.hpp).
 #include <cstdlib>
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,24 @@ int count_of(const char* name, const Numbers& allowed) {
   return value.empty() ? 0 : std::stoi(value);
 }
 
+// A positive count of `what` up to `most` from the variable; 0 where unset;
+// anything else refused, naming the variable and the value it got.
+std::int64_t positive_count(const char* name, const char* what, std::int64_t most) {
+  const std::string value = env(name);
+  if (value.empty()) return 0;
+  std::int64_t n = -1;
+  try {
+    std::size_t used = 0;
+    n = std::stoll(value, &used);
+    if (used != value.size() || n > most) n = -1;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  require(n > 0, Status::invalid_argument,
+          std::string(name) + " must be a positive count of " + what + ", got '" + value + "'");
+  return n;
+}
+
 }  // namespace
 
 PlanOptions plan_options_from_environment() {
@@ -52,32 +72,10 @@ PlanOptions plan_options_from_environment() {
   o.force_stream = strategy == "split_stream";
   o.force_grid_row = strategy == "grid_row";
   o.allow_grid_row = one_of("DUET_GRID_ROW", {"0", "1"}) != "0";
-  const std::string grid_blocks = env("DUET_GRID_BLOCKS");
-  if (!grid_blocks.empty()) {
-    try {
-      std::size_t used = 0;
-      o.grid_row_blocks = std::stoi(grid_blocks, &used);
-      if (used != grid_blocks.size()) o.grid_row_blocks = -1;
-    } catch (const std::exception&) {
-      o.grid_row_blocks = -1;
-    }
-    require(o.grid_row_blocks > 0, Status::invalid_argument,
-            "DUET_GRID_BLOCKS must be a positive count of blocks, got '" + grid_blocks + "'");
-  }
+  o.grid_row_blocks = static_cast<int>(positive_count("DUET_GRID_BLOCKS", "blocks", 1 << 30));
   o.min_cluster_blocks = count_of("DUET_CLUSTER_BLOCKS", std::vector<int>{2, 4, 8, 16});
   o.block_vpt = count_of("DUET_BLOCK_VPT", kBlockVpt);
-  const std::string slack = env("DUET_STREAM_SLACK");
-  if (!slack.empty()) {
-    try {
-      std::size_t used = 0;
-      o.stream_slack = std::stoll(slack, &used);
-      if (used != slack.size()) o.stream_slack = -1;
-    } catch (const std::exception&) {
-      o.stream_slack = -1;
-    }
-    require(o.stream_slack > 0, Status::invalid_argument,
-            "DUET_STREAM_SLACK must be a positive count of chunks, got '" + slack + "'");
-  }
+  o.stream_slack = positive_count("DUET_STREAM_SLACK", "chunks", std::numeric_limits<std::int64_t>::max());
   o.persistent = one_of("DUET_PERSISTENT", {"0", "1"}) == "1";
   const std::string fused_stash = one_of("DUET_FUSED_STASH", {"0", "1", "always"});
   o.fused_stash = fused_stash == "0"        ? FusedStash::off

@@ -127,6 +127,21 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   return out.exact.blocks_per_sm >= 1;
 }
 
+// Vectors one block of a held-slice family (cluster_row_smem, grid_row:
+// 512 threads, vpt vectors a thread in registers) holds on chip: its
+// registers' and what the opt-in shared memory beside its static scratch
+// takes (backward keeps two tensors a position); 0 where no slot fits.
+std::int64_t held_slice_capacity(const DeviceProps& dev, const SoftmaxShape& s, const Variant& variant,
+                                 const AttributeSource& attributes) {
+  constexpr int threads = kClusterRowSmemThreads;
+  static_assert(kGridRowThreads == threads, "grid_row runs cluster_row_smem's blocks");
+  const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
+  const std::int64_t vec_bytes = std::int64_t(variant.vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
+  const std::int64_t most_smem_vecs =
+      (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
+  return most_smem_vecs < 1 ? 0 : std::int64_t(threads) * (variant.vpt + most_smem_vecs);
+}
+
 // cluster_row_smem for a row of nv vectors past a cluster's registers: 512
 // threads a block, 8 vectors a thread in registers and the rest of the
 // block's slice in its shared memory, one block an SM. The fewest blocks
@@ -149,13 +164,8 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
   constexpr int threads = kClusterRowSmemThreads;
   const int vpt = cluster_row_smem_vpt(s.backward);
   const Variant variant{Strategy::cluster_row_smem, s.dtype, s.backward, vec, 0, vpt, 1, edges};
-  const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
-  // Backward keeps two tensors a position.
-  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
-  const std::int64_t most_smem_vecs =
-      (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
-  if (most_smem_vecs < 1) return false;
-  const std::int64_t capacity = std::int64_t(threads) * (vpt + most_smem_vecs);  // vectors a block
+  const std::int64_t capacity = held_slice_capacity(dev, s, variant, attributes);  // vectors a block
+  if (capacity == 0) return false;
   const int most = std::min(s.options.max_cluster_blocks, kMaxClusterBlocks);
   int blocks = std::max(2, std::min(s.options.min_cluster_blocks, most));
   while (blocks < most && ceil_div(nv, blocks) > capacity) blocks *= 2;
@@ -198,12 +208,8 @@ bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool 
   constexpr int threads = kGridRowThreads;
   const int vpt = cluster_row_smem_vpt(s.backward);
   const Variant variant{Strategy::grid_row, s.dtype, s.backward, vec, 0, vpt, 1, edges};
-  const Plan bare = make_plan(dev, s, variant, threads, 0, attributes);
-  const std::int64_t vec_bytes = std::int64_t(vec) * dtype_size(s.dtype) * (s.backward ? 2 : 1);
-  const std::int64_t most_smem_vecs =
-      (dev.smem_per_block_optin - bare.attributes.static_smem_bytes) / (std::int64_t(threads) * vec_bytes);
-  if (most_smem_vecs < 1) return false;
-  const std::int64_t capacity = std::int64_t(threads) * (vpt + most_smem_vecs);  // vectors a block
+  const std::int64_t capacity = held_slice_capacity(dev, s, variant, attributes);  // vectors a block
+  if (capacity == 0) return false;
   // One block an SM where the opt-in is taken whole; the bound is checked
   // below with the plan's own occupancy.
   const std::int64_t sms = std::max(dev.sm_count, 1);
