@@ -1,8 +1,9 @@
 // grid_row: cluster_row_smem's rows over any number of blocks of one grid,
 // without clusters: a row's blocks trade their (max, sum) pairs through
-// global memory. It serves rows past a cluster's shared memory (up to what
-// the whole GPU holds on chip) and few rows, which a block or a cluster a
-// row would leave most SMs idle.
+// global memory. It serves float32 rows past a cluster's shared memory, up
+// to what the whole GPU holds on chip (few rows spread over every SM ran
+// slower than a block or a cluster a row: the exchange through L2 costs
+// more than their whole call; bench/NOTES.md v63).
 //
 // Blocks b*G .. b*G + G - 1 (G = a.chunks_per_row) are group b; group b
 // walks rows b, b + groups, ... Block r of a group keeps slice r of the
