@@ -18,7 +18,7 @@ namespace duet::DUET_NS::kernels {
 // rows are whole packs; with edges a row's body is its own).
 struct BlockSlice {
   int blocks, rank, nt;
-  std::int64_t clusters, first, end;
+  std::int64_t groups, first, end;
   // This thread's packs below `limit`.
   __device__ __forceinline__ int count_below(std::int64_t limit) const {
     return first < limit ? static_cast<int>((limit - first + nt - 1) / nt) : 0;
@@ -30,7 +30,7 @@ __device__ __forceinline__ BlockSlice block_slice(const SoftmaxArgs& a, int rank
   c.blocks = a.chunks_per_row;
   c.rank = rank;
   c.nt = blockDim.x;
-  c.clusters = groups;
+  c.groups = groups;
   const Chunk chunk = chunk_of<PACK>(a, rank);
   c.first = chunk.begin + static_cast<int>(threadIdx.x);
   c.end = chunk.end;
@@ -80,7 +80,7 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
   const BlockSlice c = exchange.template start<PACK>(a);
   const int blocks = c.blocks, rank = c.rank, nt = c.nt;
   const int tid = threadIdx.x;
-  const std::int64_t clusters = c.clusters, first = c.first;
+  const std::int64_t groups = c.groups, first = c.first;
   auto count_below = [&](std::int64_t end) { return c.count_below(end); };
   const int smem_vecs = a.smem_vecs;
   P* const smem = reinterpret_cast<P*>(dynamic_smem) + tid;  // this thread's slot 0; slot k at k * nt
@@ -153,7 +153,7 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
     for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) add_slot(slots, k);
   }
   int parity = 0;
-  for (; row < a.rows; row += clusters, parity ^= 1) {
+  for (; row < a.rows; row += groups, parity ^= 1) {
     [[maybe_unused]] EdgesOf<EDGES, T, PACK, 64, BACKWARD> edges;
     if constexpr (EDGES) {
       edges.place(row_span<T, PACK>(a.x, row, a.x_stride, a.cols), tid, rank == 0);
@@ -189,9 +189,9 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
     if constexpr (EDGES) edges.store(row_elems<T>(a.out, row, a.out_stride), value);
     // The write, refilling every slot with the next row's pack as it goes.
     P* const out = row_ptr<T, PACK>(a.out, row, a.out_stride, body.head) + first;
-    const Body next = body_of(row + clusters);
-    const P* const xn = packs_of(a.x, a.x_stride, row + clusters, next);
-    const P* const gn = BACKWARD ? packs_of(a.dy, a.dy_stride, row + clusters, next) : nullptr;
+    const Body next = body_of(row + groups);
+    const P* const xn = packs_of(a.x, a.x_stride, row + groups, next);
+    const P* const gn = BACKWARD ? packs_of(a.dy, a.dy_stride, row + groups, next) : nullptr;
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j) {
       if (valid(j)) out[std::int64_t(j) * nt] = result(x[j], BACKWARD ? g[j] : x[j]);

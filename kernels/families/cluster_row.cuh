@@ -87,7 +87,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
   const BlockSlice c = cluster_slice_start<PACK>(a, cpairs);
   const int blocks = c.blocks, rank = c.rank, nt = c.nt;
   const int tid = threadIdx.x;
-  const std::int64_t clusters = c.clusters, first = c.first;
+  const std::int64_t clusters = c.groups, first = c.first;
   auto count_below = [&](std::int64_t end) { return c.count_below(end); };
   unsigned phases = 0;
   const int whole_count = count_below(c.end);
