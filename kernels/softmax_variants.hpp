@@ -65,9 +65,8 @@ enum class Strategy : int {
   interleaved_cluster = 10,
   // cluster_row_smem over any number of blocks of one grid (sm_80+, no
   // cluster needed): a row's blocks exchange their pairs through global
-  // memory. Rows past a cluster's shared memory, up to the GPU's, and few
-  // rows spread over every SM. Reads once, writes once. Forward and
-  // backward.
+  // memory. float32 rows past a cluster's shared memory, up to the GPU's.
+  // Reads once, writes once. Forward and backward.
   grid_row = 11,
 };
 

@@ -56,7 +56,7 @@ namespace duet {
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit; the fused operations' stream_row wherever their group_rows does not |
 // | DUET_STRATEGY=grid_row | force_grid_row = true | grid_row wherever group_rows does not fit and it holds the row (16-bit rows too) |
 // | DUET_GRID_ROW=0 | allow_grid_row = false | no grid_row (float32 rows past a cluster on chip take split_stream) |
-// | DUET_GRID_BLOCKS=n | grid_row_blocks = n | grid_row's rows over at least n blocks each (up to the resident blocks) |
+// | DUET_GRID_BLOCKS=n | grid_row_blocks = n | grid_row's rows over at least n blocks each (up to the SMs), then as many more as fill the SMs |
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |

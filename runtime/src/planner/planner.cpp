@@ -142,6 +142,26 @@ std::int64_t held_slice_capacity(const DeviceProps& dev, const SoftmaxShape& s, 
   return most_smem_vecs < 1 ? 0 : std::int64_t(threads) * (variant.vpt + most_smem_vecs);
 }
 
+// A held-slice family's plan for rows of nv vectors over `blocks` blocks
+// (`over` names them in the why-line): each block's slice, the vectors its
+// threads keep in shared memory past their registers; false where that
+// does not fit the opt-in or no block fits an SM.
+bool plan_held_slices(const DeviceProps& dev, const SoftmaxShape& s, const Variant& variant, std::int64_t nv,
+                      std::int64_t blocks, const std::string& over, const AttributeSource& attributes, Plan& out) {
+  constexpr int threads = kClusterRowSmemThreads;
+  const std::int64_t slice = ceil_div(nv, blocks);
+  const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - variant.vpt, 1));
+  out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
+  out.chunks_per_row = static_cast<int>(blocks);
+  out.chunk_elems = slice * variant.vec;
+  out.why = "row of " + std::to_string(nv) + " vectors over " + over + ": " + std::to_string(threads) +
+            " threads x " + std::to_string(variant.vpt) + " vectors each in registers, " + std::to_string(smem_vecs) +
+            " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) + " B a block" +
+            (s.backward ? ", y and dy" : "") + ")";
+  return out.exact.blocks_per_sm >= 1 &&
+         out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
+}
+
 // cluster_row_smem for a row of nv vectors past a cluster's registers: 512
 // threads a block, 8 vectors a thread in registers and the rest of the
 // block's slice in its shared memory, one block an SM. The fewest blocks
@@ -161,7 +181,6 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
                            const AttributeSource& attributes, Plan& out) {
   if (!dev.cluster_launch || !s.options.allow_clusters || vec != dtype_vec16(s.dtype)) return false;
   if (dtype_size(s.dtype) != 4 && !s.options.prefer_clusters) return false;
-  constexpr int threads = kClusterRowSmemThreads;
   const int vpt = cluster_row_smem_vpt(s.backward);
   const Variant variant{Strategy::cluster_row_smem, s.dtype, s.backward, vec, 0, vpt, 1, edges};
   const std::int64_t capacity = held_slice_capacity(dev, s, variant, attributes);  // vectors a block
@@ -170,17 +189,8 @@ bool plan_cluster_row_smem(const DeviceProps& dev, const SoftmaxShape& s, int ve
   int blocks = std::max(2, std::min(s.options.min_cluster_blocks, most));
   while (blocks < most && ceil_div(nv, blocks) > capacity) blocks *= 2;
   if (ceil_div(nv, blocks) > capacity) return false;
-  const std::int64_t slice = ceil_div(nv, blocks);
-  const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
-  out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
-  out.chunks_per_row = blocks;
-  out.chunk_elems = slice * vec;
-  out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
-            std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each in registers, " +
-            std::to_string(smem_vecs) + " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) +
-            " B a block" + (s.backward ? ", y and dy" : "") + ")";
-  return out.exact.blocks_per_sm >= 1 &&
-         out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
+  return plan_held_slices(dev, s, variant, nv, blocks, "a cluster of " + std::to_string(blocks) + " blocks",
+                          attributes, out);
 }
 
 // grid_row for rows of nv vectors: cluster_row_smem's blocks (512 threads,
@@ -205,7 +215,6 @@ bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool 
       !detail::copies_to_shared_async(dev))
     return false;
   if (dtype_size(s.dtype) != 4 && !s.options.force_grid_row) return false;
-  constexpr int threads = kGridRowThreads;
   const int vpt = cluster_row_smem_vpt(s.backward);
   const Variant variant{Strategy::grid_row, s.dtype, s.backward, vec, 0, vpt, 1, edges};
   const std::int64_t capacity = held_slice_capacity(dev, s, variant, attributes);  // vectors a block
@@ -217,19 +226,12 @@ bool plan_grid_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bool 
       {ceil_div(nv, capacity), std::min<std::int64_t>(s.options.grid_row_blocks, sms), 1});
   if (blocks > sms) return false;
   blocks = sms / (sms / blocks);
-  const std::int64_t slice = ceil_div(std::max<std::int64_t>(nv, 1), blocks);
-  blocks = ceil_div(std::max<std::int64_t>(nv, 1), slice);  // none left empty
-  const int smem_vecs = static_cast<int>(std::max<std::int64_t>(ceil_div(slice, threads) - vpt, 1));
-  out = make_plan(dev, s, variant, threads, smem_vecs, attributes);
-  out.chunks_per_row = static_cast<int>(blocks);
-  out.chunk_elems = slice * vec;
-  out.why = "row of " + std::to_string(nv) + " vectors over " + std::to_string(blocks) + " blocks of one grid" +
-            ": " + std::to_string(threads) +
-            " threads x " + std::to_string(vpt) + " vectors each in registers, " + std::to_string(smem_vecs) +
-            " in shared memory (" + std::to_string(out.launch.dynamic_smem_bytes) + " B a block" +
-            (s.backward ? ", y and dy" : "") + "), pairs through global memory";
-  return out.exact.blocks_per_sm >= 1 && blocks <= out.resident_blocks &&
-         out.launch.dynamic_smem_bytes + out.attributes.static_smem_bytes <= dev.smem_per_block_optin;
+  const std::int64_t packs = std::max<std::int64_t>(nv, 1);
+  blocks = ceil_div(packs, ceil_div(packs, blocks));  // as few as give the same slice: none left empty
+  const bool fits =
+      plan_held_slices(dev, s, variant, nv, blocks, std::to_string(blocks) + " blocks of one grid", attributes, out);
+  out.why += ", pairs through global memory";
+  return fits && blocks <= out.resident_blocks;
 }
 
 // interleaved_smem for interleaved rows past registers, on packs, where the
