@@ -75,6 +75,15 @@ __device__ __forceinline__ void duet_cp_async4(void* smem_dst, const void* globa
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src)
                : "memory");
 }
+// A 16-byte copy where `full` holds; otherwise nothing is read and the
+// slot gets 16 zero bytes (src-size 0), so that a loop issues its copies
+// with no branch around them. `global_src` must be a valid address either
+// way.
+__device__ __forceinline__ void duet_cp_async16_or_zero(void* smem_dst, const void* global_src, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(duet_smem_address(smem_dst)), "l"(global_src),
+               "r"(full ? 16 : 0)
+               : "memory");
+}
 // A 16-byte copy of a line read for the last time: evicted first from L2
 // (an L2::evict_first cache policy, as duet_load_keep's evict_last).
 __device__ __forceinline__ unsigned long long duet_policy_evict_first() {

@@ -72,7 +72,7 @@ inline constexpr int kCpAsyncLag = 8;
 // Exchange: start(a) returns the block's BlockSlice once pairs may be sent;
 // pairs(m, s, parity) returns the row's pair from every block's (rows
 // alternate parity 0 and 1); finish() returns once no peer still needs
-// this block.
+// this block; kZeroFills chooses how the slots are filled (fill, below).
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES, class Exchange>
 __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dynamic_smem, BlockScratch& scratch,
                                                 Exchange& exchange) {
@@ -122,10 +122,22 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
       online_add<PACK>(st.m, st.s, [&](int e) DUET_INLINE_LAMBDA { return element<T>(p, e); });
     }
   };
-  // Issues the copies of slot k of a row into shared memory.
-  auto fill = [&](int k, const P* xr, const P* gr) DUET_INLINE_LAMBDA {
-    duet_cp_async16(&slot(k), xr + std::int64_t(VECS_PER_THREAD + k) * nt);
-    if constexpr (BACKWARD) duet_cp_async16(&dy_slot(k), gr + std::int64_t(VECS_PER_THREAD + k) * nt);
+  // Issues the copies of slot k of a row into shared memory where this
+  // thread holds slot k of it (`count` packs). Exchange::kZeroFills: one
+  // copy every slot with no branch around it, zeros where the row has no
+  // pack (read from nowhere; the row's first pack, `first` packs before
+  // this thread's, stands in as the address). grid_row ran faster that
+  // way, cluster_row_smem's forward slower (bench/NOTES.md v65).
+  auto fill = [&](int k, const P* xr, const P* gr, int count) DUET_INLINE_LAMBDA {
+    const bool full = VECS_PER_THREAD + k < count;
+    if constexpr (Exchange::kZeroFills) {
+      const std::int64_t at = full ? std::int64_t(VECS_PER_THREAD + k) * nt : -first;
+      duet_cp_async16_or_zero(&slot(k), xr + at, full);
+      if constexpr (BACKWARD) duet_cp_async16_or_zero(&dy_slot(k), gr + at, full);
+    } else if (full) {
+      duet_cp_async16(&slot(k), xr + std::int64_t(VECS_PER_THREAD + k) * nt);
+      if constexpr (BACKWARD) duet_cp_async16(&dy_slot(k), gr + std::int64_t(VECS_PER_THREAD + k) * nt);
+    }
   };
   auto add_slot = [&](Stats& st, int k) DUET_INLINE_LAMBDA {
     if constexpr (BACKWARD)
@@ -142,7 +154,8 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
   {
     const P* xr = packs_of(a.x, a.x_stride, row, body);
     const P* gr = BACKWARD ? packs_of(a.dy, a.dy_stride, row, body) : nullptr;
-    for (int k = 0; k < smem_vecs && VECS_PER_THREAD + k < body.count; ++k) fill(k, xr, gr);
+    for (int k = 0; k < smem_vecs && (Exchange::kZeroFills || VECS_PER_THREAD + k < body.count); ++k)
+      fill(k, xr, gr, body.count);
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j)
       if (j < body.count) {
@@ -204,7 +217,7 @@ __device__ __forceinline__ void held_slice_rows(const SoftmaxArgs& a, float4* dy
     for (int k = 0; k < smem_vecs; ++k) {
       if (valid(VECS_PER_THREAD + k))
         out[std::int64_t(VECS_PER_THREAD + k) * nt] = result(slot(k), BACKWARD ? dy_slot(k) : slot(k));
-      if (VECS_PER_THREAD + k < next.count) fill(k, xn, gn);
+      fill(k, xn, gn, next.count);
       duet_cp_async_commit();  // a group a slot, empty or not: the lag counts slots
       if (k >= kCpAsyncLag) {
         duet_cp_async_wait_group<kCpAsyncLag>();  // slot k - lag has landed

@@ -130,6 +130,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
 // cluster_row_smem's pairs: through the cluster's distributed shared
 // memory (ClusterPairs).
 struct ClusterExchange {
+  static constexpr bool kZeroFills = false;
   ClusterPairs& cpairs;
   int blocks = 0, rank = 0;
   unsigned phases = 0;

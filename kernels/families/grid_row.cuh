@@ -41,6 +41,7 @@ __device__ __forceinline__ float2 pair_of(unsigned long long bits) {
 
 // grid_row's pairs: through global memory (the header says how).
 struct GridExchange {
+  static constexpr bool kZeroFills = true;
   int blocks = 0, rank = 0;
   volatile unsigned long long* slots = nullptr;  // the group's two buffers of `blocks` pairs
   unsigned* arrived = nullptr;                   // the group's arrivals so far
