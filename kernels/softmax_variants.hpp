@@ -222,12 +222,20 @@ constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // tensor backward); blocks of at most 1024 threads (512 for packs, whose
 // slots' partials take VEC times the shared memory), 1024 threads an SM at
 // 64 registers a thread, no spills (ptxas -v, sm_80 and sm_90).
+// 16-bit forwards on packs also have 7 loads a thread (64 registers on
+// sm_90), taken where a row then needs fewer slots: bf16 rows of 100 as 15
+// slots of a line-wide tile (0.62 -> 0.72 of copy on the H100) and of 21
+// as 3 slots (0.85 -> 0.93), where rows of 16 ran 0.02 slower with 7 in
+// the same 3 slots (bench/NOTES.md v66).
 inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
   if (vec == 1) return backward ? 4 : 8;
   if (dtype_size(dtype) == 2 && !backward) return 6;  // 8 spilled 4 bytes
   return (backward ? 32 : 64) / (dtype_size(dtype) * vec);
+}
+constexpr int interleaved_vpt_wide(DType dtype, int vec, bool backward) {
+  return vec > 1 && dtype_size(dtype) == 2 && !backward ? 7 : 0;
 }
 // interleaved_smem: blocks of 512 threads holding a tile of packs of rows in
 // shared memory, copied there by cp.async where the device has it (sm_80+).
@@ -377,10 +385,15 @@ constexpr void for_each_variant(F&& f) {
           for (Strategy held : {Strategy::cluster_row_smem, Strategy::grid_row})
             f(Variant{held, dt, back, vec, 0, cluster_row_smem_vpt(back), 1, e});
         if (e) f(Variant{Strategy::flat_rows, dt, back, vec, 0, 0, 1, true});
-        if (path != Path::vector_edges)
-          for (int vpt : {interleaved_vpt(dt, path == Path::scalar ? 1 : kInterleavedPack, back), 0})
-            f(Variant{Strategy::interleaved_rows, dt, back, path == Path::scalar ? 1 : kInterleavedPack, 0, vpt, 1,
-                      false});
+        if (path != Path::vector_edges) {
+          const int lane = path == Path::scalar ? 1 : kInterleavedPack;
+          const auto interleaved = [&](int vpt) {
+            f(Variant{Strategy::interleaved_rows, dt, back, lane, 0, vpt, 1, false});
+          };
+          interleaved(interleaved_vpt(dt, lane, back));
+          if (const int wide = interleaved_vpt_wide(dt, lane, back); wide > 0) interleaved(wide);
+          interleaved(0);  // two passes
+        }
         if (path == Path::vector)  // packs of rows
           for (Strategy held : {Strategy::interleaved_smem, Strategy::interleaved_cluster})
             f(Variant{held, dt, back, kInterleavedPack, 0, 0, 1, false});
