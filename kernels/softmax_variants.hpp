@@ -223,10 +223,11 @@ constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // slots' partials take VEC times the shared memory), 1024 threads an SM at
 // 64 registers a thread, no spills (ptxas -v, sm_80 and sm_90).
 // 16-bit forwards on packs also have 7 loads a thread (64 registers on
-// sm_90, no spills; interleaved_vpt_wide), taken where a row then needs
-// fewer slots: rows of 100 as 15 slots of a line-wide tile instead of 17
-// of half a line, rows of 21 as 3 full slots instead of 4. With the same
-// slots, 6 ran faster (bench/NOTES.md v66).
+// sm_90, no spills; sm_80 spills, so they are built for NVIDIA sm_90 and
+// later only; interleaved_vpt_wide), taken where a row then needs fewer
+// slots: rows of 100 as 15 slots of a line-wide tile instead of 17 of half
+// a line, rows of 21 as 3 full slots instead of 4. With the same slots, 6
+// ran faster (bench/NOTES.md v66).
 inline constexpr int kInterleavedPack = 4;
 constexpr int interleaved_max_threads(int vec) { return vec == 1 ? 1024 : 512; }
 constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {

@@ -1260,10 +1260,11 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             // Registers hold the row, or the two-pass kernel takes it.
             if (p.kernel.vpt > 0) CHECK(slots * p.kernel.vpt >= cols);
             if (cols >= 4096) CHECK(p.kernel.vpt == 0);
-            // 16-bit forwards on packs: 7 loads a thread where that takes
-            // fewer slots than 6 (rows of 21: 3 slots, not 4), else 6.
+            // 16-bit forwards on packs: on NVIDIA sm_90, 7 loads a thread
+            // where that takes fewer slots than 6 (rows of 21: 3 slots, not
+            // 4), else 6; elsewhere 6 (the wide entries are not built).
             if (p.kernel.vpt > 0 && packs && !bwd && dtype_size(dt) == 2)
-              CHECK(p.kernel.vpt == (cols == 21 ? 7 : 6));
+              CHECK(p.kernel.vpt == (cols == 21 && d.vendor == Vendor::nvidia ? 7 : 6));
             if (held) {
               const int blocks = cols == 4096 ? (bwd ? 16 : 8) : 1;
               CHECK(p.chunks_per_row == (blocks > 1 ? blocks : 0));
@@ -1280,14 +1281,23 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             CHECK(p.geometry.grid >= 1);
             CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1));
           }
-    // Rows of 100 take a line-wide tile with 7 (15 slots x 32 lanes), where
-    // 6 (17 slots) would leave 16 lanes; rows of 16 keep 6 (3 slots either way).
-    for (auto [cols, vpt, lanes] : {std::tuple{100, 7, 32}, std::tuple{16, 6, 32}}) {
+    // On the H100, rows of 100 take a line-wide tile with 7 (15 slots x 32
+    // lanes), where 6 (17 slots) leaves 16 lanes, as on the MI250X; rows of
+    // 16 keep 6 (3 slots either way).
+    const bool wide = d.vendor == Vendor::nvidia;
+    for (auto [cols, vpt, lanes] : {std::tuple{100, wide ? 7 : 6, wide ? 32 : 16}, std::tuple{16, 6, 32}}) {
       INFO("bf16 forward, rows of ", cols);
       const Plan p = plan(16, cols, 4096, DType::bf16, false, true);
       CHECK(p.kernel.strategy == Strategy::interleaved_rows);
       CHECK(p.kernel.vpt == vpt);
       CHECK(p.rows_per_block / kInterleavedPack == lanes);
+    }
+    // An A100 (sm_80) keeps 6: the wide entries are not built there.
+    if (d.vendor == Vendor::nvidia) {
+      const DeviceProps a100 = device_file("a100_sxm.json");
+      SoftmaxShape s{DType::bf16, false, 16, 100, true};
+      s.inner = 4096;
+      if (!recorded_target_for(a100).empty()) CHECK(plan_softmax(a100, s, recorded(a100)).kernel.vpt == 6);
     }
     if (d.vendor != Vendor::nvidia) {
       // No asynchronous copies to shared memory: never interleaved_smem,

@@ -114,6 +114,14 @@ __device__ __forceinline__ void duet_cp_async_wait_all() { asm volatile("cp.asyn
 #define DUET_DEVICE_CLUSTERS 0
 #endif
 
+// Device code compiled for sm_90 or later, for entries whose register
+// budget was fitted there (ptxas allocates differently for sm_80).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DUET_DEVICE_SM90 1
+#else
+#define DUET_DEVICE_SM90 0
+#endif
+
 // Cluster-scope signalling on sm_90+ (PTX ISA, "mbarrier", "mapa",
 // "st.async"): a store into another block's shared memory whose bytes
 // complete a transaction-counting barrier there. An mbarrier is a 64-bit

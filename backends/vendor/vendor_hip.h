@@ -94,6 +94,7 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
 #define DUET_DEVICE_CLUSTERS 0
+#define DUET_DEVICE_SM90 0
 // No asynchronous global-to-shared copy: storage.cuh's copy_to_shared loads
 // and stores.
 #define DUET_DEVICE_CP_ASYNC 0

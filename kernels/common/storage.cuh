@@ -22,6 +22,9 @@ template <DType D> struct StorageOf;
 template <> struct StorageOf<DType::f32> { using type = float; };
 template <> struct StorageOf<DType::f16> { using type = f16_t; };
 template <> struct StorageOf<DType::bf16> { using type = bf16_t; };
+template <class T> inline constexpr DType kDTypeOf = DType::f32;  // float; the 16-bit types below
+template <> inline constexpr DType kDTypeOf<f16_t> = DType::f16;
+template <> inline constexpr DType kDTypeOf<bf16_t> = DType::bf16;
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(f16_t v) { return __half2float(__ushort_as_half(v.bits)); }

@@ -95,7 +95,7 @@ template <int VEC>
 inline constexpr int kInterleavedThreads = interleaved_max_threads(VEC);
 
 template <class T, int VEC, int VPT, bool BACKWARD>
-__global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
+__device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
   using V = PackWords<T, VEC>;
   // Loads a VPT == 0 thread has in flight: 32 bytes of packs forward, 16
   // of each tensor backward (half the register entry's: a pass's running
@@ -252,6 +252,19 @@ __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedT
       }
     }
   }
+}
+
+// The 16-bit forwards' wide entries (interleaved_vpt_wide) fit 64
+// registers on sm_90 and spill on sm_80 (ptxas -v): they are built for
+// sm_90 and later, where the planner takes them, and empty elsewhere.
+template <class T, int VEC, int VPT, bool BACKWARD>
+inline constexpr bool kInterleavedWide = VPT > 0 && VPT == interleaved_vpt_wide(kDTypeOf<T>, VEC, BACKWARD);
+template <class T, int VEC, int VPT, bool BACKWARD>
+__global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
+  if constexpr (kInterleavedWide<T, VEC, VPT, BACKWARD> && !DUET_DEVICE_SM90)
+    (void)a;
+  else
+    interleaved_rows<T, VEC, VPT, BACKWARD>(a);
 }
 
 // interleaved_smem: the same tiles for rows too long for registers, each

@@ -331,10 +331,12 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
     const std::int64_t step = std::max(warp / lanes, 1);  // whole warps where a tile is narrower than one
     return static_cast<int>(std::min<std::int64_t>(ceil_div(wanted, step) * step, most_threads / lanes));
   };
-  // The fewest loads a thread that give the fewest slots (interleaved_vpt_wide).
+  // The fewest loads a thread that give the fewest slots; the wide entries
+  // are built for NVIDIA sm_90 and later (interleaved_vpt_wide).
   int reg_vpt = interleaved_vpt(s.dtype, vec, s.backward);
   if (const int wide = interleaved_vpt_wide(s.dtype, vec, s.backward);
-      wide > 0 && ceil_div(s.cols, std::int64_t(wide)) < ceil_div(s.cols, std::int64_t(reg_vpt)))
+      wide > 0 && dev.vendor == Vendor::nvidia && dev.cc_major >= 9 &&
+      ceil_div(s.cols, std::int64_t(wide)) < ceil_div(s.cols, std::int64_t(reg_vpt)))
     reg_vpt = wide;
   const std::int64_t reg_slots = ceil_div(s.cols, reg_vpt);
   int vpt = 0, tile = line_lanes, slots = 0;
