@@ -238,6 +238,10 @@ constexpr int interleaved_vpt(DType dtype, int vec, bool backward) {
 constexpr int interleaved_vpt_wide(DType dtype, int vec, bool backward) {
   return vec > 1 && dtype_size(dtype) == 2 && !backward ? 7 : 0;
 }
+// Whether an interleaved_rows entry is a wide one (built for sm_90+ only).
+constexpr bool interleaved_is_wide(DType dtype, int vec, int vpt, bool backward) {
+  return vpt > 0 && vpt == interleaved_vpt_wide(dtype, vec, backward);
+}
 // interleaved_smem: blocks of 512 threads holding a tile of packs of rows in
 // shared memory, copied there by cp.async where the device has it (sm_80+).
 inline constexpr int kInterleavedSmemThreads = 512;

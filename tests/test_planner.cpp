@@ -55,8 +55,8 @@ TEST_CASE("every recorded report covers every catalogue kernel") {
       // (DeviceProps::cluster_launch, copies_to_shared_async, plan_interleaved).
       const Variant& k = kCatalogue[static_cast<std::size_t>(v)];
       const Strategy strategy = k.strategy;
-      const bool wide = strategy == Strategy::interleaved_rows && k.vpt > 0 &&
-                        k.vpt == interleaved_vpt_wide(k.dtype, k.vec, k.backward);
+      const bool wide =
+          strategy == Strategy::interleaved_rows && interleaved_is_wide(k.dtype, k.vec, k.vpt, k.backward);
       if ((family_of(strategy).cluster_launch || strategy == Strategy::grid_row || wide) && backend == "hip")
         CHECK(a.regs_per_thread == 0);
       else

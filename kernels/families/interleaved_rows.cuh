@@ -258,7 +258,7 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
 // registers on sm_90 and spill on sm_80 (ptxas -v): they are built for
 // sm_90 and later, where the planner takes them, and empty elsewhere.
 template <class T, int VEC, int VPT, bool BACKWARD>
-inline constexpr bool kInterleavedWide = VPT > 0 && VPT == interleaved_vpt_wide(kDTypeOf<T>, VEC, BACKWARD);
+inline constexpr bool kInterleavedWide = interleaved_is_wide(kDTypeOf<T>, VEC, VPT, BACKWARD);
 template <class T, int VEC, int VPT, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
   if constexpr (kInterleavedWide<T, VEC, VPT, BACKWARD> && !DUET_DEVICE_SM90)
