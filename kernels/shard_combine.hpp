@@ -8,11 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define DUET_HOST_DEVICE __host__ __device__
-#else
-#define DUET_HOST_DEVICE
-#endif
+#include "host_device.hpp"
 
 namespace duet {
 

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "host_device.hpp"
+
 namespace duet {
 
 struct SoftmaxArgs {
@@ -15,21 +17,27 @@ struct SoftmaxArgs {
   std::int64_t dy_stride;
   std::int64_t out_stride;
   int log;              // 0: softmax, 1: log_softmax
-  // block_row_smem and cluster_row_smem: vectors per thread kept in dynamic
-  // shared memory
-  int smem_vecs;
+  union {
+    // block_row_smem and cluster_row_smem: vectors per thread kept in
+    // dynamic shared memory
+    int smem_vecs;
+    // interleaved_stream: neighbouring tiles whose chunks alternate in its
+    // queue
+    int tiles_together;
+  };
   // split_row and cluster_row: a row is cut in chunks_per_row chunks of
   // chunk_elems (cluster_row: one per block of a cluster, chunks_per_row =
-  // the cluster size)
+  // the cluster size); interleaved_stream: a tile's column in chunks_per_row
   int chunks_per_row;
   // interleaved_rows: lanes a block (each kernel's rows a lane in its vec)
   int tile;
-  std::int64_t chunk_elems;
   // One family's fields or another's, never both: the struct stays as
   // small as before interleaved_rows, whose fields grew it by 40 bytes and
-  // made split_stream and cluster_row spill on sm_80 and sm_90 (ptxas -v).
+  // made split_stream and cluster_row spill on sm_80 and sm_90 (ptxas -v;
+  // 8 bytes more with interleaved_stream's workspace did too).
   union {
     struct {
+      std::int64_t chunk_elems;
       // split_row's partials hold one (max, sum) pair of floats per (row,
       // chunk); split_stream: the work queue's counters (a 64-bit ticket
       // counter, then one count of finished chunks per row; zeroed before
@@ -48,6 +56,9 @@ struct SoftmaxArgs {
       std::int64_t x_col_stride;
       std::int64_t dy_col_stride;
       std::int64_t out_col_stride;
+      // interleaved_stream: its counters and pairs (interleaved_stream_*
+      // below; the counters zeroed before each launch)
+      void* workspace;
     };
   };
 };
@@ -58,6 +69,19 @@ struct SoftmaxArgs {
 constexpr std::int64_t split_stream_counter_bytes(std::int64_t rows) { return (2 + rows) * 4; }
 constexpr std::int64_t split_stream_partials_offset(std::int64_t rows) {
   return (split_stream_counter_bytes(rows) + 15) / 16 * 16;
+}
+
+// interleaved_stream's workspace: the counters (a 64-bit ticket counter,
+// then a 32-bit count per group: a tile of an outer row), then at the next
+// 16-byte boundary a (max, sum) pair of floats per work item and row of its
+// tile, then a pair per group and row (the rows' results).
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_stream_counter_bytes(std::int64_t groups) { return (2 + groups) * 4; }
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_stream_partials_offset(std::int64_t groups) {
+  return (interleaved_stream_counter_bytes(groups) + 15) / 16 * 16;
+}
+constexpr std::int64_t interleaved_stream_workspace_bytes(std::int64_t groups, std::int64_t chunks,
+                                                          std::int64_t tile_rows) {
+  return interleaved_stream_partials_offset(groups) + groups * (chunks + 1) * tile_rows * 8;
 }
 
 // grid_row's workspace: a 32-bit arrival count per group of blocks, then

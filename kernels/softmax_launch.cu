@@ -13,6 +13,7 @@
 #include "families/grid_row.cuh"
 #include "families/group_rows.cuh"
 #include "families/interleaved_rows.cuh"
+#include "families/interleaved_stream.cuh"
 #include "families/split_row.cuh"
 #include "families/split_stream.cuh"
 
@@ -141,12 +142,19 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     }
     DUET_GPU_CHECK(cudaGetLastError());
   };
-  // The work queue starts empty (split_stream); no group of blocks has
-  // arrived (a cooperative family, grid_row).
+  // The work queue starts empty (split_stream, interleaved_stream); no
+  // group of blocks has arrived (a cooperative family, grid_row).
   if (family.zeroed_counters) {
-    const std::int64_t bytes = family.cooperative ? grid_row_counter_bytes(geometry.grid / args.chunks_per_row)
-                                                  : split_stream_counter_bytes(args.rows);
-    DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, static_cast<size_t>(bytes), s));
+    if (family.work == WorkUnit::inner_tile) {  // interleaved_stream: a count per tile of an outer row
+      const std::int64_t tile_rows = std::int64_t(args.tile) * v.vec;
+      const std::int64_t groups = args.rows * ((args.inner + tile_rows - 1) / tile_rows);
+      DUET_GPU_CHECK(
+          cudaMemsetAsync(args.workspace, 0, static_cast<size_t>(interleaved_stream_counter_bytes(groups)), s));
+    } else {
+      const std::int64_t bytes = family.cooperative ? grid_row_counter_bytes(geometry.grid / args.chunks_per_row)
+                                                    : split_stream_counter_bytes(args.rows);
+      DUET_GPU_CHECK(cudaMemsetAsync(args.counters, 0, static_cast<size_t>(bytes), s));
+    }
   }
   launch_one(false, geometry);
   if (family.two_kernels) launch_one(true, finalize_geometry);

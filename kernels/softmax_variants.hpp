@@ -68,6 +68,11 @@ enum class Strategy : int {
   // memory. float32 rows past a cluster's shared memory, up to the GPU's.
   // Reads once, writes once. Forward and backward.
   grid_row = 11,
+  // interleaved_rows for rows past a tile on chip (softmax over dim 0 of a
+  // tall matrix: few tiles, each a long column): split_stream's two passes
+  // over chunks of a tile's column that any block takes from a queue, the
+  // second pass from L2. Packs of rows only.
+  interleaved_stream = 12,
 };
 
 struct Variant {
@@ -248,6 +253,17 @@ inline constexpr int kInterleavedSmemThreads = 512;
 // The most lanes an interleaved_smem or interleaved_cluster tile has (its
 // planner's widest: a 128-byte line of rows, 16 lanes of 16-bit packs).
 inline constexpr int kInterleavedLanesMax = 32;
+// interleaved_stream: blocks of 512 threads, two an SM (64 registers a
+// thread); a thread holds 64 bytes of packs of its lane forward (f32 4
+// packs, 16-bit types 8), 32 bytes of each tensor backward, so a chunk is
+// 32 KiB of x (twice that spilled 16-180 bytes, ptxas -v sm_90: the four
+// rows' running pairs and the packs' addresses beside the packs). Its tiles
+// are at most a 128-byte line (16 lanes of 16-bit packs).
+inline constexpr int kInterleavedStreamThreads = 512;
+inline constexpr int kInterleavedStreamLanesMax = 16;
+constexpr int interleaved_stream_vpt(DType dtype, bool backward) {
+  return (backward ? 32 : 64) / (dtype_size(dtype) * kInterleavedPack);
+}
 // Whether interleaved rows (SoftmaxCall::inner) sit on packs of
 // kInterleavedPack elements in every tensor: pointers on a pack, inner
 // rows, col strides and strides whole packs, so a lane reads a pack of
@@ -322,7 +338,7 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 12> kFamilies{{
+inline constexpr std::array<FamilyInfo, 13> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -349,6 +365,9 @@ inline constexpr std::array<FamilyInfo, 12> kFamilies{{
      LayoutRule::interleaved},
     {Strategy::grid_row, "grid_row", false, family_params::kPackVpt, kGridRowThreads, kGridRowThreads,
      WorkUnit::row_chunk, true, false, true, false, LayoutRule::rows, true},
+    {Strategy::interleaved_stream, "interleaved_stream", false, family_params::kPackVptNoEdges,
+     kInterleavedStreamThreads, kInterleavedStreamThreads, WorkUnit::inner_tile, true, false, true, false,
+     LayoutRule::interleaved},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kFamilies.size(); ++i)
@@ -399,9 +418,12 @@ constexpr void for_each_variant(F&& f) {
           if (const int wide = interleaved_vpt_wide(dt, lane, back); wide > 0) interleaved(wide);
           interleaved(0);  // two passes
         }
-        if (path == Path::vector)  // packs of rows
+        if (path == Path::vector) {  // packs of rows
           for (Strategy held : {Strategy::interleaved_smem, Strategy::interleaved_cluster})
             f(Variant{held, dt, back, kInterleavedPack, 0, 0, 1, false});
+          f(Variant{Strategy::interleaved_stream, dt, back, kInterleavedPack, 0, interleaved_stream_vpt(dt, back), 1,
+                    false});
+        }
       }
 }
 

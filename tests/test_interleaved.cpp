@@ -205,7 +205,8 @@ TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passe
   // or 16 blocks), a cluster splits a line-wide tile; with
   // DUET_CLUSTER=prefer also where one block holds it at one an SM (1000
   // rows over 2, 2053 over 4, odd); without clusters one block holds a
-  // narrower tile; without the stash, two passes.
+  // narrower tile; without the stash, two passes over chunks any block
+  // takes (interleaved_stream), or without that one block a tile.
   bool any_gpu = false;
   on_every_device([&](const Device& dev) {
     if (!dev.is_gpu()) return;
@@ -213,18 +214,20 @@ TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passe
     const RestorePlanOptions restore;
     const PlanOptions& saved = restore.saved;
     const bool clusters = dev.props().cluster_launch;
-    enum Mode { prefer, plain, no_clusters, no_stash };
-    for (Mode mode : {prefer, plain, no_clusters, no_stash}) {
+    enum Mode { prefer, plain, no_clusters, no_stash, no_stream };
+    for (Mode mode : {prefer, plain, no_clusters, no_stash, no_stream}) {
       PlanOptions o = saved;
       o.prefer_clusters = mode == prefer;
       o.allow_clusters = mode != no_clusters;
-      o.interleaved_stash = mode == no_stash ? InterleavedStash::off : InterleavedStash::past_registers;
+      o.interleaved_stash = mode >= no_stash ? InterleavedStash::off : InterleavedStash::past_registers;
+      o.allow_interleaved_stream = mode != no_stream;
       set_plan_options(o);
       for (const Shape& s : {Shape{1, 4096, 64}, Shape{2, 1000, 56}, Shape{1, 2053, 32, 8, 4}})
         for (DType dtype : {DType::f32, DType::bf16})
           for (bool backward : {false, true}) {
             const Variant v = run_case(dev, s, dtype, Op::softmax, backward, false);
-            if (mode == no_stash) CHECK(v.strategy == Strategy::interleaved_rows);
+            if (mode == no_stash) CHECK(v.strategy == Strategy::interleaved_stream);
+            if (mode == no_stream) CHECK(v.strategy == Strategy::interleaved_rows);
             if (mode == no_clusters) CHECK(v.strategy != Strategy::interleaved_cluster);
             if (mode <= plain && clusters && s.cols == 4096) CHECK(v.strategy == Strategy::interleaved_cluster);
             if (mode == prefer && clusters && dtype == DType::f32 && !backward)
@@ -250,6 +253,68 @@ TEST_CASE("interleaved rows: in place, and inf / -inf / NaN rows") {
   });
 }
 
+TEST_CASE("interleaved rows: interleaved_stream's chunks against float64") {
+  // Columns of many chunks (any block takes any chunk; a group's last first
+  // pass combines its pairs), tiles partly spare, padded strides, one and
+  // two lanes, more groups than chunks, in place, inf / -inf / NaN rows.
+  // Without the stash, so that shapes of a few MB reach the family.
+  bool any_gpu = false;
+  on_every_device([&](const Device& dev) {
+    if (!dev.is_gpu()) return;
+    any_gpu = true;
+    const RestorePlanOptions restore;
+    PlanOptions o = restore.saved;
+    o.interleaved_stash = InterleavedStash::off;
+    set_plan_options(o);
+    const Shape shapes[] = {
+        {1, 20000, 64},       // 40 chunks (f32 forward) of each of two tiles
+        {3, 1500, 40, 4, 8},  // padded strides; the second tile 8 of its 32 rows live
+        {2, 5000, 4},         // one lane
+        {1, 5000, 8},         // two lanes
+        {9, 1500, 16},        // more groups than chunks
+    };
+    for (const Shape& s : shapes)
+      for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+        for (Op op : {Op::softmax, Op::log_softmax})
+          for (bool backward : {false, true})
+            CHECK(run_case(dev, s, dtype, op, backward, false).strategy == Strategy::interleaved_stream);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      for (bool backward : {false, true})
+        CHECK(run_case(dev, {2, 3000, 32, 4, 4}, dtype, Op::softmax, backward, true).strategy ==
+              Strategy::interleaved_stream);
+      CHECK(run_case(dev, {1, 6000, 16}, dtype, Op::log_softmax, false, false, true).strategy ==
+            Strategy::interleaved_stream);
+    }
+    // The caller's workspace: interleaved_workspace_size's bytes give the
+    // same bits as the per-stream one (a group's pairs combine in chunk
+    // order); 16 bytes fewer are refused, naming the size function, before
+    // anything is written.
+    const std::int64_t cols = 20000, inner = 64;
+    const std::size_t need = interleaved_workspace_size(dev, DType::f32, 1, cols, inner, false);
+    CHECK(need > 0);
+    const std::vector<float> xv = random_values(std::size_t(cols * inner), 3.0f, DType::f32);
+    const std::vector<float> poison(xv.size(), std::numeric_limits<float>::quiet_NaN());
+    DeviceCopy xd(dev, xv), own(dev, poison), given(dev, poison), ws(dev, std::vector<std::uint8_t>(need, 0xff));
+    SoftmaxCall c;
+    c.rows = 1;
+    c.cols = cols;
+    c.inner = inner;
+    c.x = xd.data();
+    c.x_stride = c.out_stride = cols * inner;
+    c.x_col_stride = c.out_col_stride = inner;
+    c.out = own.data();
+    run(dev, c);
+    c.out = given.data();
+    c.workspace = Workspace{ws.data(), need - 16};
+    expect_refused([&] { run(dev, c); }, "interleaved_workspace_size");
+    c.workspace = Workspace{ws.data(), need};
+    run(dev, c);
+    synchronize(dev);
+    CHECK(given.get<float>() == own.get<float>());
+  });
+  if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_stream runs on GPUs)");
+}
+
 TEST_CASE("interleaved rows: the planner picks registers, shared memory or two passes by the row's length") {
   // A live GPU's plans (property files' plans: test_planner.cpp).
   bool any_gpu = false;
@@ -264,15 +329,17 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
     // a thread forward (4 packs), 8 backward (2 packs of each tensor).
     // Past that, the tile in shared memory where the device copies there
     // asynchronously and it fits (a 1000000-element row does not), else
-    // two passes.
-    for (bool stash : {true, false}) {
+    // two passes over chunks any block takes (interleaved_stream), or
+    // without that one block a tile.
+    for (auto [stash, stream] : {std::pair{true, true}, std::pair{false, true}, std::pair{false, false}}) {
       PlanOptions o = saved;
       o.interleaved_stash = stash ? InterleavedStash::past_registers : InterleavedStash::off;
+      o.allow_interleaved_stream = stream;
       set_plan_options(o);
       for (auto [cols, backward, vpt] :
            {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0}, std::tuple{60, true, 2},
             std::tuple{129, true, 0}, std::tuple{513, false, 0}, std::tuple{1000000, false, 0}}) {
-        INFO(cols, backward ? " backward" : " forward", stash ? "" : " (no stash)");
+        INFO(cols, backward ? " backward" : " forward", stash ? "" : " (no stash)", stream ? "" : " (no stream)");
         SoftmaxCall c;
         c.rows = cols > 10000 ? 1 : 8;
         c.inner = cols > 10000 ? 8 : 4096;
@@ -286,12 +353,23 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
         c.x_col_stride = c.out_col_stride = c.dy_col_stride = c.inner;
         const Plan p = plan_for(dev, c);
         const bool held = vpt == 0 && stash && async_copies && cols < 10000;
-        CHECK(p.kernel.strategy == (held ? Strategy::interleaved_smem : Strategy::interleaved_rows));
-        CHECK(p.kernel.vpt == vpt);
+        const bool streamed = vpt == 0 && !held && stream;
+        CHECK(p.kernel.strategy == (held       ? Strategy::interleaved_smem
+                                    : streamed ? Strategy::interleaved_stream
+                                               : Strategy::interleaved_rows));
+        CHECK(p.kernel.vpt == (streamed ? interleaved_stream_vpt(DType::f32, backward) : vpt));
         CHECK(p.kernel.vec == 4);
         const int lanes = p.rows_per_block / 4;
         CHECK(lanes >= (vpt > 0 ? 8 : std::min<std::int64_t>(2, c.inner / 4)));
         CHECK(lanes <= 32);
+        if (streamed) {
+          // A line of rows (or the outer row's, fewer), its column in
+          // chunks of slots x packs a thread.
+          CHECK(lanes == std::min<std::int64_t>(8, c.inner / 4));
+          const std::int64_t chunk = p.launch.threads_per_block / lanes * p.kernel.vpt;
+          CHECK(p.chunks_per_row == (cols + chunk - 1) / chunk);
+          CHECK(p.workspace_bytes > 0);
+        }
         CHECK(p.inner_tiles == c.inner / p.rows_per_block);
         CHECK(p.launch.threads_per_block <= max_threads_per_block(p.kernel));
         if (vpt > 0) CHECK(std::int64_t(p.launch.threads_per_block / lanes) * vpt >= cols);
@@ -309,6 +387,21 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
     }
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (a live device's plans)");
+}
+
+TEST_CASE("interleaved rows: workspace sizes") {
+  // The host needs none; bad shapes and dtypes are refused; an empty shape needs none.
+  const Device host(BackendKind::host, 0);
+  CHECK(interleaved_workspace_size(host, DType::f32, 1, 65536, 1024, false) == 0);
+  CHECK(interleaved_workspace_size(host, DType::bf16, 0, 65536, 1024, true) == 0);
+  expect_refused([&] { (void)interleaved_workspace_size(host, DType::f32, 1, -1, 8, false); }, "inner");
+  expect_refused([&] { (void)interleaved_workspace_size(host, static_cast<DType>(9), 1, 8, 8, false); }, "dtype");
+  std::size_t bytes = 1;
+  CHECK(duet_softmax_interleaved_workspace_size(duet_device_t{DUET_BACKEND_HOST, 0}, DUET_F32, 0, 1, 65536, 1024,
+                                                &bytes) == DUET_SUCCESS);
+  CHECK(bytes == 0);
+  CHECK(duet_softmax_interleaved_workspace_size(duet_device_t{DUET_BACKEND_HOST, 0}, DUET_F32, 0, 1, 8, 8, nullptr) ==
+        DUET_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("interleaved rows: bad layouts are refused before anything is written") {

@@ -1127,7 +1127,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
                            "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
-                           "DUET_INTERLEAVED_TILE", "DUET_GRID_ROW", "DUET_GRID_BLOCKS"})
+                           "DUET_INTERLEAVED_TILE", "DUET_INTERLEAVED_STREAM", "DUET_STREAM_TILES", "DUET_GRID_ROW", "DUET_GRID_BLOCKS"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -1164,10 +1164,16 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);
   CHECK(none.interleaved_tile_bytes == 0);
   CHECK(with_env({{"DUET_INTERLEAVED_TILE", "16"}}).interleaved_tile_bytes == 16);
+  CHECK(none.allow_interleaved_stream);
+  CHECK(!with_env({{"DUET_INTERLEAVED_STREAM", "0"}}).allow_interleaved_stream);
+  CHECK(with_env({{"DUET_INTERLEAVED_STREAM", "1"}}).allow_interleaved_stream);
+  CHECK(none.interleaved_stream_tiles == 0);
+  CHECK(with_env({{"DUET_STREAM_TILES", "2"}}).interleaved_stream_tiles == 2);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
                          Var{"DUET_STREAM_SLACK", "12x"}, Var{"DUET_STREAM_SLACK", "-1"}, Var{"DUET_BLOCK_VPT", "16"},
                          Var{"DUET_PERSISTENT", "true"}, Var{"DUET_FUSED_STASH", "off"},
                          Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"},
+                         Var{"DUET_INTERLEAVED_STREAM", "off"}, Var{"DUET_STREAM_TILES", "0"},
                          Var{"DUET_GRID_ROW", "off"}, Var{"DUET_GRID_BLOCKS", "0"}, Var{"DUET_GRID_BLOCKS", "4x"},
                          Var{"DUET_GRID_BLOCKS", "99999999999"}}) {
     INFO(bad.name, "=", bad.value);
@@ -1249,8 +1255,12 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             // copies), on packs, past registers: 300 elements in one
             // block; 4096 over a cluster (8 blocks, backward's two tensors
             // 16) for two blocks an SM at a line's width; 100000 not.
+            // Past that on packs, two passes over chunks that any block
+            // takes (interleaved_stream).
             const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || cols == 4096);
-            const Strategy want = !held         ? Strategy::interleaved_rows
+            const bool streamed = !held && packs && cols >= 4096;
+            const Strategy want = streamed      ? Strategy::interleaved_stream
+                                  : !held       ? Strategy::interleaved_rows
                                   : cols == 300 ? Strategy::interleaved_smem
                                                 : Strategy::interleaved_cluster;
             CHECK(p.kernel.strategy == want);
@@ -1261,13 +1271,19 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             CHECK(p.launch.threads_per_block % lanes == 0);
             CHECK(p.launch.threads_per_block <= interleaved_max_threads(p.kernel.vec));
             const std::int64_t slots = p.launch.threads_per_block / lanes;
-            // Registers hold the row, or the two-pass kernel takes it.
-            if (p.kernel.vpt > 0) CHECK(slots * p.kernel.vpt >= cols);
-            if (cols >= 4096) CHECK(p.kernel.vpt == 0);
+            // Registers hold the row, or a two-pass kernel takes it.
+            if (p.kernel.vpt > 0 && !streamed) CHECK(slots * p.kernel.vpt >= cols);
+            if (cols >= 4096 && !streamed) CHECK(p.kernel.vpt == 0);
+            if (streamed) {
+              CHECK(p.kernel.vpt == interleaved_stream_vpt(dt, bwd));
+              CHECK(p.chunks_per_row == (cols + slots * p.kernel.vpt - 1) / (slots * p.kernel.vpt));
+              if (d.vendor == Vendor::nvidia) CHECK(p.exact.blocks_per_sm == 2);  // 64 registers
+              CHECK(p.geometry.grid <= p.resident_blocks);
+            }
             // 16-bit forwards on packs: on NVIDIA sm_90, 7 loads a thread
             // where that takes fewer slots than 6 (rows of 21: 3 slots, not
             // 4), else 6; elsewhere 6 (the wide entries are not built).
-            if (p.kernel.vpt > 0 && packs && !bwd && dtype_size(dt) == 2)
+            if (p.kernel.vpt > 0 && packs && !bwd && dtype_size(dt) == 2 && !streamed)
               CHECK(p.kernel.vpt == (cols == 21 && d.vendor == Vendor::nvidia ? 7 : 6));
             if (held) {
               const int blocks = cols == 4096 ? (bwd ? 16 : 8) : 1;
@@ -1283,8 +1299,30 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             }
             CHECK(p.exact.blocks_per_sm >= 1);
             CHECK(p.geometry.grid >= 1);
-            CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1));
+            CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1) * (streamed ? 2 : 1));
           }
+    // Dim 0 of a [65536, 1024] matrix: 32 line-wide tiles of f32 (16-bit:
+    // 16), each column in chunks of 64 x 4 positions (16-bit: 32 x 8), every
+    // SM's two blocks taking chunks; DUET_INTERLEAVED_STREAM=0: a block a
+    // tile, two passes.
+    for (DType dt : {DType::f32, DType::bf16}) {
+      INFO(to_string(dt), " [65536, 1024] over dim 0");
+      SoftmaxShape s{dt, false, 1, 65536, true};
+      s.inner = 1024;
+      const Plan p = plan_softmax(d, s, recorded(d));
+      CHECK(p.kernel.strategy == Strategy::interleaved_stream);
+      CHECK(p.rows_per_block * dtype_size(dt) == 128);
+      CHECK(p.inner_tiles * p.rows_per_block == 1024);
+      CHECK(p.chunks_per_row == 256);
+      CHECK(p.tiles_together == 8);  // 1 KiB of each line
+      CHECK(p.geometry.grid == std::min<std::int64_t>(p.resident_blocks, 2 * p.inner_tiles * 256));
+      CHECK(p.workspace_bytes == interleaved_stream_workspace_bytes(p.inner_tiles, 256, p.rows_per_block));
+      s.options.allow_interleaved_stream = false;
+      const Plan one = plan_softmax(d, s, recorded(d));
+      CHECK(one.kernel.strategy == Strategy::interleaved_rows);
+      CHECK(one.kernel.vpt == 0);
+      CHECK(one.workspace_bytes == 0);
+    }
     // On the H100, rows of 100 take a line-wide tile with 7 (15 slots x 32
     // lanes), where 6 (17 slots) leaves 16 lanes, as on the MI250X; rows of
     // 16 keep 6 (3 slots either way).

@@ -79,10 +79,23 @@ struct alignas(sizeof(T) * PACK) Pack {
 template <class T, int PACK>
 using PackWords = std::conditional_t<sizeof(Pack<T, PACK>) == 16, DUET_RAW16, Pack<T, PACK>>;
 
-// Element e of a pack in either form, as float (e is a constant once unrolled).
+// Four 16-bit values (8 bytes) held as two 32-bit words, converted from
+// and rounded to the words in registers: interleaved_stream's 16-bit packs,
+// which as a Pack took a register a value and spilled (ptxas -v, sm_80 and
+// sm_90).
+struct alignas(8) Words8 {
+  unsigned w[2];
+};
+
+// Element e of a pack in any form, as float (e is a constant once unrolled).
 template <class T, class V>
 __device__ __forceinline__ float element(const V& p, int e) {
-  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+  if constexpr (std::is_same_v<V, Words8>) {
+    static_assert(sizeof(T) == 2, "Words8 holds 16-bit values");
+    const unsigned w = p.w[e / 2];
+    if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+    return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
+  } else if constexpr (std::is_same_v<V, DUET_RAW16>) {
     if constexpr (sizeof(T) == 4) {
       return __uint_as_float(DUET_RAW16_WORD(p, e));
     } else {
@@ -98,7 +111,9 @@ __device__ __forceinline__ float element(const V& p, int e) {
 // A pack in form V whose element e is value(e), rounded to T.
 template <class T, class V, class Value>
 __device__ __forceinline__ V make_pack(const Value& value) {
-  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+  if constexpr (std::is_same_v<V, Words8>) {
+    return Words8{{round_pair<T>(value(0), value(1)), round_pair<T>(value(2), value(3))}};
+  } else if constexpr (std::is_same_v<V, DUET_RAW16>) {
     unsigned w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

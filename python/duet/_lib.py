@@ -101,6 +101,13 @@ _OPTIONAL_SIGNATURES = {
     "duet_softmax_interleaved": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64, _i64, _vp], _i32),
     "duet_softmax_interleaved_backward": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64, _i64,
                                            _vp, _i64, _i64, _vp], _i32),
+    # The same with the caller's workspace (workspace, bytes before the
+    # stream), and its size: (device, dtype, backward, rows, cols, inner, &bytes).
+    "duet_softmax_interleaved_ws": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64, _i64, _vp,
+                                     _size, _vp], _i32),
+    "duet_softmax_interleaved_backward_ws": ([Device, _i32, _i32, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64,
+                                              _i64, _vp, _i64, _i64, _vp, _size, _vp], _i32),
+    "duet_softmax_interleaved_workspace_size": ([Device, _i32, _i32, _i64, _i64, _i64, ctypes.POINTER(_size)], _i32),
     # duet/device.hpp's copy_kernel: (device, dst, src, bytes, stream)
     "duet_copy_kernel": ([Device, _vp, _vp, _size, _vp], _i32),
     # One softmax call from a packed duet_softmax_args_t (SOFTMAX_ARGS), passed
@@ -199,6 +206,15 @@ def workspace_size(dev, dtype_code, rows, cols, backward):
     """Bytes of caller workspace a call of this shape needs (0 for most)."""
     n = ctypes.c_size_t()
     check(library().duet_softmax_workspace_size(dev, dtype_code, rows, cols, int(backward), ctypes.byref(n)))
+    return n.value
+
+
+def interleaved_workspace_size(dev, dtype_code, rows, cols, inner, backward):
+    """Bytes of caller workspace an interleaved call of this shape needs (0
+    for most)."""
+    n = ctypes.c_size_t()
+    check(library().duet_softmax_interleaved_workspace_size(dev, dtype_code, int(backward), rows, cols, inner,
+                                                            ctypes.byref(n)))
     return n.value
 
 

@@ -313,6 +313,11 @@ def interleaved_layout(t, dim):
     return rows, cols, n_inner, stride, col_stride
 
 
+# (device index, dtype code, cols, inner, backward) -> whether interleaved
+# calls of that shape class need a workspace (the plan depends on those).
+_INTERLEAVED_NEEDS_WORKSPACE = {}
+
+
 def launch_over(log, inputs, out, dim, fn):
     """launch() over any dimension: as rows where `dim` is last or every
     tensor moved to put it last is a (rows, cols) view; else as interleaved
@@ -331,9 +336,25 @@ def launch_over(log, inputs, out, dim, fn):
             first = inputs[0]
             dev = duet_device(first, fn)
             index = first.get_device()
+            code = DTYPE_CODES[first.dtype]
             args = [a for t, l in zip(tensors, layouts) for a in (t.data_ptr(), l[3], l[4])]
-            _lib.check(getattr(_lib.library(), name)(dev, DTYPE_CODES[first.dtype], int(log), rows, cols, inner, *args,
-                                                     raw_stream(index) if index >= 0 else None))
+            stream = raw_stream(index) if index >= 0 else None
+            lib = _lib.library()
+            if hasattr(lib, name + "_ws"):
+                # The workspace (interleaved_stream's queue) from torch's
+                # caching allocator on the current stream, as for rows; a
+                # shape class that needs none is asked about once.
+                key = (index, code, cols, inner, len(inputs) == 2)
+                nbytes = 0
+                if _INTERLEAVED_NEEDS_WORKSPACE.get(key) is not False:
+                    nbytes = _lib.interleaved_workspace_size(dev, code, rows, cols, inner, len(inputs) == 2)
+                    _INTERLEAVED_NEEDS_WORKSPACE[key] = nbytes > 0
+                keep = torch.empty(nbytes, dtype=torch.uint8, device=first.device) if nbytes else None
+                _lib.check(getattr(lib, name + "_ws")(dev, code, int(log), rows, cols, inner, *args,
+                                                      keep.data_ptr() if nbytes else None, nbytes, stream))
+                del keep
+            else:
+                _lib.check(getattr(lib, name)(dev, code, int(log), rows, cols, inner, *args, stream))
             return out
     return launch(log, tuple(moved[:-1]), moved[-1], fn)
 

@@ -212,12 +212,29 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(p.launch.threads_per_block <= duet::max_threads_per_block(v), ctx);
     FUZZ_CHECK(__int128(p.inner_tiles) * p.rows_per_block >= s.inner, ctx);
     FUZZ_CHECK(__int128(p.inner_tiles - 1) * p.rows_per_block < s.inner, ctx);
-    if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
-    FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    // interleaved_stream: packs on GPUs, tiles of at most a line, each
+    // tile's column in chunks of slots x vpt positions (enough, none
+    // empty), two visits a chunk; its counters and pairs in a workspace.
+    const bool streamed = v.strategy == Strategy::interleaved_stream;
+    if (streamed) {
+      FUZZ_CHECK(d.is_gpu() && s.vector_ok && s.options.allow_interleaved_stream && v.vpt > 0, ctx);
+      FUZZ_CHECK(lanes <= duet::kInterleavedStreamLanesMax, ctx);
+      const __int128 chunk = __int128(p.launch.threads_per_block / lanes) * v.vpt;
+      FUZZ_CHECK(p.chunk_elems == chunk && p.chunks_per_row >= 1, ctx);
+      FUZZ_CHECK(p.tiles_together >= 1 && p.tiles_together <= std::max<__int128>(launch_rows, 1) * p.inner_tiles, ctx);
+      FUZZ_CHECK(chunk * p.chunks_per_row >= s.cols && chunk * (p.chunks_per_row - 1) < s.cols, ctx);
+      if (s.rows > 0)
+        FUZZ_CHECK(p.workspace_bytes == duet::interleaved_stream_workspace_bytes(s.rows * p.inner_tiles,
+                                                                                 p.chunks_per_row, p.rows_per_block),
+                   ctx);
+    } else {
+      if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
+      FUZZ_CHECK(p.workspace_bytes == 0, ctx);
+    }
     FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) ==
                    (v.strategy == Strategy::interleaved_smem || v.strategy == Strategy::interleaved_cluster),
                ctx);
-    work = launch_rows * p.inner_tiles * (cluster ? p.chunks_per_row : 1);
+    work = launch_rows * p.inner_tiles * (cluster || streamed ? p.chunks_per_row : 1) * (streamed ? 2 : 1);
   } else if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
     // threads/group rows.

@@ -148,7 +148,10 @@ DUET_API duet_status_t duet_softmax_call(duet_device_t device, const duet_softma
  * (r, i) is at r * stride + c * col_stride + i (elements). Dim d of a
  * contiguous tensor: rows = the sizes before d multiplied, cols = size d,
  * inner = the sizes after d multiplied, col_stride = inner, stride = cols *
- * inner. `log`: 0 softmax, 1 log_softmax. No workspace. */
+ * inner. `log`: 0 softmax, 1 log_softmax. Where the shape needs a workspace
+ * (duet_softmax_interleaved_workspace_size), these keep a per-stream one of
+ * their own, allocated on first need; the *_ws calls below take the
+ * caller's. */
 DUET_API duet_status_t duet_softmax_interleaved(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
                                                 int64_t cols, int64_t inner, const void* x, int64_t x_stride,
                                                 int64_t x_col_stride, void* y, int64_t y_stride,
@@ -158,6 +161,23 @@ DUET_API duet_status_t duet_softmax_interleaved_backward(duet_device_t device, d
                                                          int64_t y_stride, int64_t y_col_stride, const void* dy,
                                                          int64_t dy_stride, int64_t dy_col_stride, void* dx,
                                                          int64_t dx_stride, int64_t dx_col_stride, void* stream);
+/* The caller's workspace for interleaved calls, as for rows
+ * (duet_softmax_workspace_size and the *_ws calls): the bytes a call of
+ * this shape needs on `device` for any pointers and strides (0 for most
+ * shapes; on GPUs, rows on packs too long for a tile on chip take
+ * interleaved_stream's queue), then the two calls with it. */
+DUET_API duet_status_t duet_softmax_interleaved_workspace_size(duet_device_t device, duet_dtype_t dtype, int backward,
+                                                               int64_t rows, int64_t cols, int64_t inner,
+                                                               size_t* bytes);
+DUET_API duet_status_t duet_softmax_interleaved_ws(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
+                                                   int64_t cols, int64_t inner, const void* x, int64_t x_stride,
+                                                   int64_t x_col_stride, void* y, int64_t y_stride,
+                                                   int64_t y_col_stride, void* workspace, size_t workspace_bytes,
+                                                   void* stream);
+DUET_API duet_status_t duet_softmax_interleaved_backward_ws(
+    duet_device_t device, duet_dtype_t dtype, int log, int64_t rows, int64_t cols, int64_t inner, const void* y,
+    int64_t y_stride, int64_t y_col_stride, const void* dy, int64_t dy_stride, int64_t dy_col_stride, void* dx,
+    int64_t dx_stride, int64_t dx_col_stride, void* workspace, size_t workspace_bytes, void* stream);
 /* Scaled, masked softmax (duet/masked_softmax.hpp has the semantics):
  * y = softmax(scale * x + mask) over rows = batch * heads * seq_q rows of
  * cols (seq_k) elements. `mask` NULL means none. A boolean mask is one byte

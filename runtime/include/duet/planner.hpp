@@ -64,6 +64,8 @@ namespace duet {
 // | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where it is filled through registers and L2 holds the rows between their passes |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
+// | DUET_INTERLEAVED_STREAM=0 | allow_interleaved_stream = false | interleaved rows past a tile on chip in two passes of one block a tile (no interleaved_stream) |
+// | DUET_STREAM_TILES=n | interleaved_stream_tiles = n | interleaved_stream's chunks of n neighbouring tiles alternate in its queue |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
 // Where interleaved rows keep their tile in shared memory (interleaved_smem,
 // interleaved_cluster) instead of registers or two passes.
@@ -121,6 +123,12 @@ struct PlanOptions {
   // shared memory between its passes (duet/fused_planner.hpp).
   FusedStash fused_stash = FusedStash::planned;
   InterleavedStash interleaved_stash = InterleavedStash::past_registers;
+  // interleaved_stream for interleaved rows on packs past a tile on chip
+  // (else interleaved_rows' two passes, one block a tile).
+  bool allow_interleaved_stream = true;
+  // interleaved_stream's neighbouring tiles whose chunks alternate in its
+  // queue (0: the planner's choice).
+  int interleaved_stream_tiles = 0;
   // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
   // 0: the planner's choice).
   int interleaved_tile_bytes = 0;
@@ -166,6 +174,7 @@ struct Plan {
   Occupancy tutorial;                   // for comparison
   int rows_per_block = 1;               // group_rows packs several rows in a block; interleaved_rows: its tile
   std::int64_t inner_tiles = 0;         // interleaved_rows: tiles of rows_per_block rows an outer row
+  int tiles_together = 1;               // interleaved_stream: neighbouring tiles whose chunks alternate
   std::int64_t resident_blocks = 0;     // SMs x exact blocks per SM
   std::int64_t max_grid = 0;            // the vendor's grid limit for this block size (blocks)
   LaunchGeometry geometry;              // main kernel

@@ -99,6 +99,12 @@ DUET_API void set_plan_options(const PlanOptions& options);
 // It holds for any pointers and strides of the shape (the largest over the
 // vector and scalar paths). Throws for a bad shape or dtype.
 DUET_API std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, bool backward);
+// The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
+// `inner` rows of `cols` elements, for any pointers and strides of that
+// shape (on GPUs, rows on packs too long for a tile on chip take
+// interleaved_stream's queue). SoftmaxCall::workspace takes it.
+DUET_API std::size_t interleaved_workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
+                                                std::int64_t inner, bool backward);
 
 DUET_API void softmax(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                       std::int64_t x_stride, void* y, std::int64_t y_stride, void* stream = nullptr);

@@ -308,6 +308,41 @@ duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype
     duet::run(to_device(device), c);
   });
 }
+duet_status_t duet_softmax_interleaved_workspace_size(duet_device_t device, duet_dtype_t dtype, int backward,
+                                                     int64_t rows, int64_t cols, int64_t inner, size_t* bytes) {
+  return guarded([&] {
+    duet::require(bytes != nullptr, duet::Status::invalid_argument, "bytes is a null pointer");
+    *bytes = duet::interleaved_workspace_size(to_device(device), to_dtype(dtype), rows, cols, inner, backward != 0);
+  });
+}
+duet_status_t duet_softmax_interleaved_ws(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
+                                          int64_t cols, int64_t inner, const void* x, int64_t x_stride,
+                                          int64_t x_col_stride, void* y, int64_t y_stride, int64_t y_col_stride,
+                                          void* workspace, size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c =
+        interleaved_call(dtype, log, rows, cols, inner, x, x_stride, x_col_stride, y, y_stride, y_col_stride, stream);
+    c.workspace = duet::Workspace{workspace, workspace_bytes};
+    duet::run(to_device(device), c);
+  });
+}
+duet_status_t duet_softmax_interleaved_backward_ws(duet_device_t device, duet_dtype_t dtype, int log, int64_t rows,
+                                                   int64_t cols, int64_t inner, const void* y, int64_t y_stride,
+                                                   int64_t y_col_stride, const void* dy, int64_t dy_stride,
+                                                   int64_t dy_col_stride, void* dx, int64_t dx_stride,
+                                                   int64_t dx_col_stride, void* workspace, size_t workspace_bytes,
+                                                   void* stream) {
+  return guarded([&] {
+    duet::SoftmaxCall c =
+        interleaved_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dx, dx_stride, dx_col_stride, stream);
+    c.backward = true;
+    c.dy = dy;
+    c.dy_stride = dy_stride;
+    c.dy_col_stride = dy_col_stride;
+    c.workspace = duet::Workspace{workspace, workspace_bytes};
+    duet::run(to_device(device), c);
+  });
+}
 duet_status_t duet_softmax_workspace_size(duet_device_t device, duet_dtype_t dtype, int64_t rows, int64_t cols,
                                           int backward, size_t* bytes) {
   return guarded([&] {

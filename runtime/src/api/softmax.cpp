@@ -149,13 +149,18 @@ void check_workspace(const Device& dev, const SoftmaxCall& c, const Workspace& w
   const int elem = dtype_size(c.dtype);
   const char* x_name = c.backward ? "y" : "x";
   const char* out_name = c.backward ? "dx" : "y";
-  const Layout x = layout_of(c.x, c.rows, c.cols, c.x_stride, elem, x_name);
-  const Layout out = layout_of(c.out, c.rows, c.cols, c.out_stride, elem, out_name);
+  const auto layout = [&](const void* p, std::int64_t stride, std::int64_t col_stride, const char* name) {
+    return interleaved(c) ? detail::interleaved_layout(p, c.rows, c.cols, c.inner, stride, col_stride, elem, name)
+                          : layout_of(p, c.rows, c.cols, stride, elem, name);
+  };
+  const Layout x = layout(c.x, c.x_stride, c.x_col_stride, x_name);
+  const Layout out = layout(c.out, c.out_stride, c.out_col_stride, out_name);
+  const char* size_function = interleaved(c) ? "interleaved_workspace_size" : "workspace_size";
   if (c.backward)
-    detail::check_workspace(dev, w, needed, "workspace_size",
-                            {{x, x_name}, {out, out_name}, {layout_of(c.dy, c.rows, c.cols, c.dy_stride, elem, "dy"), "dy"}});
+    detail::check_workspace(dev, w, needed, size_function,
+                            {{x, x_name}, {out, out_name}, {layout(c.dy, c.dy_stride, c.dy_col_stride, "dy"), "dy"}});
   else
-    detail::check_workspace(dev, w, needed, "workspace_size", {{x, x_name}, {out, out_name}});
+    detail::check_workspace(dev, w, needed, size_function, {{x, x_name}, {out, out_name}});
 }
 
 }  // namespace
@@ -179,6 +184,25 @@ std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t rows, st
   if (cols % dtype_vec16(dtype) == 0)
     bytes = std::max(
         bytes, grid_for(cached_plan(dev, dtype, backward, true, false, false, rows, cols), rows).workspace_bytes);
+  return static_cast<std::size_t>(bytes);
+}
+
+std::size_t interleaved_workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t inner, bool backward) {
+  require(rows >= 0 && cols >= 0 && inner >= 0, Status::invalid_argument, [&] {
+    return "rows, cols and inner must be >= 0, got " + std::to_string(rows) + " x " + std::to_string(cols) + " x " +
+           std::to_string(inner);
+  });
+  detail::check_dtype(dtype);
+  if (rows == 0 || cols == 0 || inner == 0) return 0;
+  detail::check_cols(cols);
+  // Packs of rows or single ones, whichever the pointers give; inner = 1
+  // with unit col strides runs as plain rows.
+  std::int64_t bytes = 0;
+  for (bool packs : {true, false})
+    bytes = std::max(bytes,
+                     grid_for(cached_plan(dev, dtype, backward, packs, false, false, rows, cols, inner), rows).workspace_bytes);
+  if (inner == 1) bytes = std::max<std::int64_t>(bytes, workspace_size(dev, dtype, rows, cols, backward));
   return static_cast<std::size_t>(bytes);
 }
 
@@ -238,6 +262,7 @@ void run(const Device& dev, const SoftmaxCall& c) {
     a.dy_col_stride = c.dy_col_stride;
     a.out_col_stride = c.out_col_stride;
     a.tile = plan.rows_per_block / plan.kernel.vec;
+    if (plan.kernel.strategy == Strategy::interleaved_stream) a.tiles_together = plan.tiles_together;  // in smem_vecs' place
   }
   detail::Workspaces::Lease cached;
   if (grid.workspace_bytes > 0) {
@@ -249,7 +274,12 @@ void run(const Device& dev, const SoftmaxCall& c) {
       cached = detail::workspaces().get(dev, c.stream, grid.workspace_bytes);
       workspace = cached.buffer->data();
     }
-    a.partials = static_cast<float*>(workspace);
+    // (SoftmaxArgs' union: interleaved_stream's pointer sits beside the
+    // interleaved layout, the others' where the layout would be.)
+    if (plan.kernel.strategy == Strategy::interleaved_stream)
+      a.workspace = workspace;
+    else
+      a.partials = static_cast<float*>(workspace);
     if (plan.kernel.strategy == Strategy::split_stream) {
       a.counters = static_cast<unsigned*>(workspace);
       a.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + split_stream_partials_offset(c.rows));

@@ -176,10 +176,6 @@ Layout check_row_matrices(const Device& dev, DType dtype, DType out_dtype, std::
   return o;
 }
 
-namespace {
-// An interleaved tensor's lines (inner elements each): rows x cols lines
-// col_stride apart where outer rows follow each other evenly, else each
-// outer row as one span.
 Layout interleaved_layout(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t inner,
                           std::int64_t stride, std::int64_t col_stride, int elem, const char* name) {
   require(col_stride >= inner || cols == 1, bad, [&] {
@@ -200,7 +196,6 @@ Layout interleaved_layout(const void* p, std::int64_t rows, std::int64_t cols, s
     return layout_of(p, lines, inner, col_stride, elem, name);
   return layout_of(p, rows, outer_span, stride, elem, name);
 }
-}  // namespace
 
 void check_interleaved_matrices(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
                                 std::int64_t inner, const void* x, std::int64_t x_stride, std::int64_t x_col_stride,

@@ -88,6 +88,13 @@ Layout check_row_matrices(const Device& dev, DType dtype, DType out_dtype, std::
                           std::int64_t dy_stride, const void* out, std::int64_t out_stride, const char* out_name,
                           bool query_devices = true);
 
+// An interleaved tensor's lines (inner elements each): rows x cols lines
+// col_stride apart where outer rows follow each other evenly, else each
+// outer row as one span. Refuses strides under which rows or outer rows
+// would share elements.
+Layout interleaved_layout(const void* p, std::int64_t rows, std::int64_t cols, std::int64_t inner,
+                          std::int64_t stride, std::int64_t col_stride, int elem, const char* name);
+
 // The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
 // `inner` rows of `cols` elements, element c of row (r, i) at r * stride +
 // c * col_stride + i. Each tensor holds no element twice (col_stride >=

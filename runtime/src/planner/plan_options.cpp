@@ -85,6 +85,8 @@ PlanOptions plan_options_from_environment() {
   o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
                         : interleaved_stash == "always" ? InterleavedStash::always
                                                         : InterleavedStash::past_registers;
+  o.interleaved_stream_tiles = static_cast<int>(positive_count("DUET_STREAM_TILES", "tiles", 1 << 20));
+  o.allow_interleaved_stream = one_of("DUET_INTERLEAVED_STREAM", {"0", "1"}) != "0";
   o.interleaved_tile_bytes = count_of("DUET_INTERLEAVED_TILE", std::vector<int>{16, 32, 64, 128});
   return o;
 }

@@ -309,6 +309,48 @@ bool plan_interleaved_smem(const DeviceProps& dev, const SoftmaxShape& s, int wi
   return true;
 }
 
+// interleaved_stream for interleaved rows on packs past a tile on chip, on
+// GPUs: tiles of `tile` lanes (the line-wide tile, or as many lanes as the
+// outer row has), blocks of 512 threads, each tile's column cut into
+// chunks of slots x VPT positions that any block takes from a queue, read
+// twice, the second time mostly from L2. One block a tile instead (the two
+// passes of interleaved_rows) leaves SMs idle wherever there are fewer
+// tiles than SMs: dim 0 of [65536, 1024] f32 is 32 tiles of 8 MiB
+// (bench/NOTES.md v67).
+bool plan_interleaved_stream(const DeviceProps& dev, const SoftmaxShape& s, int tile,
+                             const AttributeSource& attributes, Plan& out) {
+  if (!dev.is_gpu() || !s.vector_ok || !s.options.allow_interleaved_stream || tile > kInterleavedStreamLanesMax)
+    return false;
+  const int vpt = interleaved_stream_vpt(s.dtype, s.backward);
+  Plan p = make_plan(dev, s, Variant{Strategy::interleaved_stream, s.dtype, s.backward, kInterleavedPack, 0, vpt, 1, false},
+                     kInterleavedStreamThreads, 0, attributes);
+  if (p.exact.blocks_per_sm < 1) return false;
+  const std::int64_t chunk_cols = std::int64_t(kInterleavedStreamThreads / tile) * vpt;
+  p.rows_per_block = tile * kInterleavedPack;
+  p.inner_tiles = ceil_div(s.inner, p.rows_per_block);
+  p.chunks_per_row = static_cast<int>(ceil_div(s.cols, chunk_cols));
+  p.chunk_elems = chunk_cols;
+  // The chunks of the tiles that share 1 KiB of each line alternate in
+  // the queue, so that DRAM serves runs of 1 KiB, not 128 bytes 4 KiB apart
+  // ([65536, 1024] dim 0: 1, 2, 4, 8 tiles gave bf16 forward 0.34, 0.39,
+  // 0.42, 0.43 of copy, although 8 tiles' columns (64 MiB) outgrow the L2
+  // between a chunk's two reads; bench/NOTES.md v67).
+  const int tile_bytes = tile * kInterleavedPack * dtype_size(s.dtype);
+  const std::int64_t together =
+      s.options.interleaved_stream_tiles > 0 ? s.options.interleaved_stream_tiles
+                                             : std::min<std::int64_t>(std::max(1024 / tile_bytes, 1), p.inner_tiles);
+  p.tiles_together = static_cast<int>(std::clamp<std::int64_t>(together, 1, std::max<std::int64_t>(s.rows, 1) * p.inner_tiles));
+  p.stream_lag = std::int64_t(p.tiles_together) * p.chunks_per_row + p.resident_blocks;
+  p.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past a tile on chip: tiles of " +
+          std::to_string(p.rows_per_block) + " rows (" + std::to_string(tile) + " lanes of " +
+          std::to_string(kInterleavedPack) + "-row packs), each tile's rows in " + std::to_string(p.chunks_per_row) +
+          " chunks of " + std::to_string(chunk_cols) + " elements that any block takes, " + std::to_string(vpt) +
+          " packs a thread" + (s.backward ? " of each tensor" : "") +
+          ", two passes, the second about a chunk a resident block behind from L2";
+  out = std::move(p);
+  return true;
+}
+
 // interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
@@ -351,6 +393,10 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   if (vpt == 0 || s.options.interleaved_stash == InterleavedStash::always) {
     Plan held;
     if (plan_interleaved_smem(dev, s, line_lanes, std::min(min_tile, line_lanes), attributes, held)) return held;
+  }
+  if (vpt == 0) {
+    Plan streamed;
+    if (plan_interleaved_stream(dev, s, line_lanes, attributes, streamed)) return streamed;
   }
   Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
                         tile * slots, 0, attributes);
@@ -401,6 +447,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case WorkUnit::chunk_visit: work = 2 * rows * p.chunks_per_row; break;
     case WorkUnit::inner_tile: work = rows * p.inner_tiles * chunks; break;  // interleaved_cluster: a tile a cluster
   }
+  if (p.kernel.strategy == Strategy::interleaved_stream) work *= 2;  // two visits a chunk of a tile
   // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
   // usual shapes one block per unit of work, the kernels' grid-stride loops
   // covering the rest. A grid capped at one wave (the Triton tutorial's
@@ -411,8 +458,8 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // a fresh cluster per row measured 0.74 of copy at f32 N = 65536 against
   // 0.81 persistent, H200, bench/NOTES.md v10, the reverse of single
   // blocks), interleaved_cluster (H100 [4096, M] backward f32 0.71 against
-  // 0.63 in 64 waves, v51), split_stream (its blocks take their work
-  // from a queue) and grid_row (its groups wait on each other).
+  // 0.63 in 64 waves, v51), split_stream and interleaved_stream (their
+  // blocks take their work from a queue) and grid_row (its groups wait on each other).
   const std::int64_t waves = p.persistent || family.one_wave ? 1 : kMaxWaves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
@@ -423,13 +470,16 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   Grid g;
   g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
   if (family.two_kernels) g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
-  // Workspaces: split_row's partials; split_stream's counters and partials.
+  // Workspaces: split_row's partials; split_stream's, interleaved_stream's
+  // and grid_row's counters and partials.
   if (p.kernel.strategy == Strategy::split_row)
     g.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
   if (p.kernel.strategy == Strategy::split_stream) {
     g.workspace_bytes =
         split_stream_partials_offset(rows) + rows * (p.chunks_per_row + 1) * 2 * std::int64_t(sizeof(float));
   }
+  if (p.kernel.strategy == Strategy::interleaved_stream)
+    g.workspace_bytes = interleaved_stream_workspace_bytes(rows * p.inner_tiles, chunks, p.rows_per_block);
   if (p.kernel.strategy == Strategy::grid_row && g.main.grid > 0)
     g.workspace_bytes = grid_row_workspace_bytes(g.main.grid / p.chunks_per_row, p.chunks_per_row);
   return g;
