@@ -323,6 +323,25 @@ TEST_CASE("deviceinfo explains grid_row: float32 rows past a cluster over blocks
   CHECK(has(text.out, "over 66 blocks of one grid"));
 }
 
+TEST_CASE("deviceinfo explains interleaved_stream: dim 0 of a tall matrix in chunks any block takes") {
+  if (!DUET_HAVE_CUDA) return;  // the H100's plans come from the CUDA build's recorded reports
+  const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
+  const Result r = deviceinfo("--props " + quoted(h100) + " --plan 1x65536x1024:f32 --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto plan = json::parse(r.out)["plans"].at(0);
+  CHECK(plan["variant"] == "interleaved_stream<f32,vec4,v4>");
+  CHECK(plan["interleaved"]["tile_rows"] == 32);
+  CHECK(plan["interleaved"]["tiles_per_outer_row"] == 32);
+  CHECK(plan["interleaved"]["chunks_per_tile"] == 256);
+  CHECK(plan["interleaved"]["chunk_positions"] == 256);
+  CHECK(plan["interleaved"]["tiles_together"] == 8);
+  CHECK(plan["interleaved"]["lag_chunks"] == 8 * 256 + 264);  // 132 SMs, two blocks each
+  CHECK(plan["interleaved"]["workspace_bytes"].get<std::int64_t>() > 0);
+  const Result text = deviceinfo("--props " + quoted(h100) + " --plan 1x65536x1024:f32");
+  CHECK(has(text.out, "the chunks of 8 neighbouring tiles alternating"));
+}
+
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
   // Causal attention scores [8, 32, 2048, 2048] bf16: a row of 256 packs in

@@ -6,8 +6,10 @@
 //
 // A group is one tile of one outer row; its columns of packs are cut into
 // chunks_per_row chunks of slots x VPT positions (slots = blocks' threads /
-// tile), and work item i is chunk i % chunks_per_row of group i /
-// chunks_per_row. Each item is visited twice, from split_stream's ticket
+// tile). Work items run over sets of a.tiles_together neighbouring groups
+// (the last set may have fewer), chunk by chunk, the set's groups
+// alternating, so that the chunks in flight read runs of neighbouring lines
+// (decode_visit). Each item is visited twice, from split_stream's ticket
 // queue in split_stream's order (pass 1 of items [0, lag), then pass 1 of
 // item lag + j and pass 2 of item j alternately, then pass 2 of the last
 // lag items), so a chunk is read again about lag chunks of other reads after
@@ -15,8 +17,10 @@
 // pair per row of the tile (backward: a sum) and counts it done for its
 // group; the group's last pass 1 combines the group's pairs into each row's
 // result and counts once more; pass 2 loads its chunk, waits for that count
-// and writes. lag = chunks_per_row + the grid (one wave), so a visit waits
-// only on visits with smaller tickets (split_stream.cuh has the argument).
+// and writes. lag = tiles_together x chunks_per_row + the grid (one wave):
+// a group's items lie within that many items of each other, so a visit
+// waits only on visits with smaller tickets (split_stream.cuh has the
+// argument).
 //
 // A thread (lane, slot) = (t % tile, t / tile) holds VPT packs of its lane,
 // positions c = chunk start + slot + k x slots. Its pairs meet the other

@@ -251,6 +251,13 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   if (duet::family_of(p.kernel.strategy).work == duet::WorkUnit::inner_tile) {
     j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
     if (p.kernel.strategy == duet::Strategy::interleaved_smem) j["interleaved"]["smem_packs_per_thread"] = p.smem_vecs;
+    if (p.kernel.strategy == duet::Strategy::interleaved_stream) {
+      j["interleaved"]["chunks_per_tile"] = p.chunks_per_row;
+      j["interleaved"]["chunk_positions"] = p.chunk_elems;
+      j["interleaved"]["tiles_together"] = p.tiles_together;
+      j["interleaved"]["lag_chunks"] = p.stream_lag;
+      j["interleaved"]["workspace_bytes"] = p.workspace_bytes;
+    }
   }
   if (duet::family_of(p.kernel.strategy).cluster_launch) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};

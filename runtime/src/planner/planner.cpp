@@ -345,8 +345,9 @@ bool plan_interleaved_stream(const DeviceProps& dev, const SoftmaxShape& s, int 
           std::to_string(p.rows_per_block) + " rows (" + std::to_string(tile) + " lanes of " +
           std::to_string(kInterleavedPack) + "-row packs), each tile's rows in " + std::to_string(p.chunks_per_row) +
           " chunks of " + std::to_string(chunk_cols) + " elements that any block takes, " + std::to_string(vpt) +
-          " packs a thread" + (s.backward ? " of each tensor" : "") +
-          ", two passes, the second about a chunk a resident block behind from L2";
+          " packs a thread" + (s.backward ? " of each tensor" : "") + ", the chunks of " +
+          std::to_string(p.tiles_together) + (p.tiles_together == 1 ? " tile" : " neighbouring tiles") +
+          " alternating, two passes, the second " + std::to_string(p.stream_lag) + " chunks behind";
   out = std::move(p);
   return true;
 }
