@@ -1255,10 +1255,11 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             // copies), on packs, past registers: 300 elements in one
             // block; 4096 over a cluster (8 blocks, backward's two tensors
             // 16) for two blocks an SM at a line's width; 100000 not.
-            // Past that on packs, two passes over chunks that any block
-            // takes (interleaved_stream).
+            // Past registers on packs otherwise (300 elements and longer,
+            // on the MI250X every one), two passes over chunks that any
+            // block takes (interleaved_stream).
             const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || cols == 4096);
-            const bool streamed = !held && packs && cols >= 4096;
+            const bool streamed = !held && packs && cols >= 300;
             const Strategy want = streamed      ? Strategy::interleaved_stream
                                   : !held       ? Strategy::interleaved_rows
                                   : cols == 300 ? Strategy::interleaved_smem
