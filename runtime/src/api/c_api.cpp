@@ -118,8 +118,7 @@ duet::Op to_op(int log) {
   return log ? duet::Op::log_softmax : duet::Op::softmax;
 }
 
-// An interleaved-rows call (SoftmaxCall::inner) of x into out; a backward
-// adds dy.
+// An interleaved-rows call (SoftmaxCall::inner) of x into out.
 duet::SoftmaxCall interleaved_call(duet_dtype_t dtype, int log, int64_t rows, int64_t cols, int64_t inner,
                                    const void* x, int64_t x_stride, int64_t x_col_stride, void* out,
                                    int64_t out_stride, int64_t out_col_stride, void* stream) {
@@ -135,6 +134,19 @@ duet::SoftmaxCall interleaved_call(duet_dtype_t dtype, int log, int64_t rows, in
           .inner = inner,
           .x_col_stride = x_col_stride,
           .out_col_stride = out_col_stride};
+}
+// The same backward: y (the forward's output) and dy into dx.
+duet::SoftmaxCall interleaved_backward_call(duet_dtype_t dtype, int log, int64_t rows, int64_t cols, int64_t inner,
+                                            const void* y, int64_t y_stride, int64_t y_col_stride, const void* dy,
+                                            int64_t dy_stride, int64_t dy_col_stride, void* dx, int64_t dx_stride,
+                                            int64_t dx_col_stride, void* stream) {
+  duet::SoftmaxCall c =
+      interleaved_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dx, dx_stride, dx_col_stride, stream);
+  c.backward = true;
+  c.dy = dy;
+  c.dy_stride = dy_stride;
+  c.dy_col_stride = dy_col_stride;
+  return c;
 }
 
 // The C++ entry points, called as they are: one place builds a SoftmaxCall.
@@ -299,13 +311,9 @@ duet_status_t duet_softmax_interleaved_backward(duet_device_t device, duet_dtype
                                                 int64_t dy_col_stride, void* dx, int64_t dx_stride,
                                                 int64_t dx_col_stride, void* stream) {
   return guarded([&] {
-    duet::SoftmaxCall c =
-        interleaved_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dx, dx_stride, dx_col_stride, stream);
-    c.backward = true;
-    c.dy = dy;
-    c.dy_stride = dy_stride;
-    c.dy_col_stride = dy_col_stride;
-    duet::run(to_device(device), c);
+    duet::run(to_device(device), interleaved_backward_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dy,
+                                                           dy_stride, dy_col_stride, dx, dx_stride, dx_col_stride,
+                                                           stream));
   });
 }
 duet_status_t duet_softmax_interleaved_workspace_size(duet_device_t device, duet_dtype_t dtype, int backward,
@@ -333,12 +341,8 @@ duet_status_t duet_softmax_interleaved_backward_ws(duet_device_t device, duet_dt
                                                    int64_t dx_col_stride, void* workspace, size_t workspace_bytes,
                                                    void* stream) {
   return guarded([&] {
-    duet::SoftmaxCall c =
-        interleaved_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dx, dx_stride, dx_col_stride, stream);
-    c.backward = true;
-    c.dy = dy;
-    c.dy_stride = dy_stride;
-    c.dy_col_stride = dy_col_stride;
+    duet::SoftmaxCall c = interleaved_backward_call(dtype, log, rows, cols, inner, y, y_stride, y_col_stride, dy,
+                                                    dy_stride, dy_col_stride, dx, dx_stride, dx_col_stride, stream);
     c.workspace = duet::Workspace{workspace, workspace_bytes};
     duet::run(to_device(device), c);
   });
