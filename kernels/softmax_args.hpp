@@ -27,7 +27,8 @@ struct SoftmaxArgs {
   };
   // split_row and cluster_row: a row is cut in chunks_per_row chunks of
   // chunk_elems (cluster_row: one per block of a cluster, chunks_per_row =
-  // the cluster size); interleaved_stream: a tile's column in chunks_per_row
+  // the cluster size); interleaved_stream: a tile's column in chunks_per_row;
+  // interleaved_slabs: a tile's column in chunks_per_row slabs
   int chunks_per_row;
   // interleaved_rows: lanes a block (each kernel's rows a lane in its vec)
   int tile;
@@ -56,8 +57,9 @@ struct SoftmaxArgs {
       std::int64_t x_col_stride;
       std::int64_t dy_col_stride;
       std::int64_t out_col_stride;
-      // interleaved_stream: its counters and pairs (interleaved_stream_*
-      // below; the counters zeroed before each launch)
+      // interleaved_stream and interleaved_slabs: their counters and pairs
+      // (interleaved_stream_* and interleaved_slabs_* below; the counters
+      // zeroed before each launch)
       void* workspace;
     };
   };
@@ -82,6 +84,35 @@ DUET_HOST_DEVICE constexpr std::int64_t interleaved_stream_partials_offset(std::
 constexpr std::int64_t interleaved_stream_workspace_bytes(std::int64_t groups, std::int64_t chunks,
                                                           std::int64_t tile_rows) {
   return interleaved_stream_partials_offset(groups) + groups * (chunks + 1) * tile_rows * 8;
+}
+
+// interleaved_slabs: a group (a tile of an outer row) cuts its column of
+// `cols` positions into slabs of whole slots, slab_length positions each
+// (the last may be shorter).
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_slab_length(std::int64_t cols, std::int64_t slabs, int slots) {
+  return ((cols + slabs * slots - 1) / (slabs * slots)) * slots;
+}
+// Its slabs meet in bundles of kInterleavedSlabBundle, the last of each
+// bundle to finish folding the bundle's pairs.
+inline constexpr int kInterleavedSlabBundle = 16;
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_slab_bundles(std::int64_t slabs) {
+  return (slabs + kInterleavedSlabBundle - 1) / kInterleavedSlabBundle;
+}
+// Its workspace: per group, a 32-bit count of finished slabs for each
+// bundle and one of finished bundles (zeroed before each launch); then at
+// the next 16-byte boundary a (max, sum) pair of floats per (group, slab)
+// and row of its tile, a pair per (group, bundle) and row, and a pair per
+// group and row (the rows' results).
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_slabs_counter_bytes(std::int64_t groups, std::int64_t slabs) {
+  return groups * (interleaved_slab_bundles(slabs) + 1) * 4;
+}
+DUET_HOST_DEVICE constexpr std::int64_t interleaved_slabs_pairs_offset(std::int64_t groups, std::int64_t slabs) {
+  return (interleaved_slabs_counter_bytes(groups, slabs) + 15) / 16 * 16;
+}
+constexpr std::int64_t interleaved_slabs_workspace_bytes(std::int64_t groups, std::int64_t slabs,
+                                                         std::int64_t tile_rows) {
+  return interleaved_slabs_pairs_offset(groups, slabs) +
+         groups * (slabs + interleaved_slab_bundles(slabs) + 1) * tile_rows * 8;
 }
 
 // grid_row's workspace: a 32-bit arrival count per group of blocks, then

@@ -13,6 +13,7 @@
 #include "families/grid_row.cuh"
 #include "families/group_rows.cuh"
 #include "families/interleaved_rows.cuh"
+#include "families/interleaved_slabs.cuh"
 #include "families/interleaved_stream.cuh"
 #include "families/split_row.cuh"
 #include "families/split_stream.cuh"
@@ -143,13 +144,16 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
     DUET_GPU_CHECK(cudaGetLastError());
   };
   // The work queue starts empty (split_stream, interleaved_stream); no
-  // group of blocks has arrived (a cooperative family, grid_row).
+  // group of blocks has arrived (a cooperative family, grid_row); no slab
+  // has finished (interleaved_slabs).
   if (family.zeroed_counters) {
-    if (family.work == WorkUnit::inner_tile) {  // interleaved_stream: a count per tile of an outer row
+    if (family.work == WorkUnit::inner_tile) {  // a count per tile of an outer row (interleaved_slabs: and bundle)
       const std::int64_t tile_rows = std::int64_t(args.tile) * v.vec;
       const std::int64_t groups = args.rows * ((args.inner + tile_rows - 1) / tile_rows);
-      DUET_GPU_CHECK(
-          cudaMemsetAsync(args.workspace, 0, static_cast<size_t>(interleaved_stream_counter_bytes(groups)), s));
+      const std::int64_t bytes = v.strategy == Strategy::interleaved_slabs
+                                     ? interleaved_slabs_counter_bytes(groups, args.chunks_per_row)
+                                     : interleaved_stream_counter_bytes(groups);
+      DUET_GPU_CHECK(cudaMemsetAsync(args.workspace, 0, static_cast<size_t>(bytes), s));
     } else {
       const std::int64_t bytes = family.cooperative ? grid_row_counter_bytes(geometry.grid / args.chunks_per_row)
                                                     : split_stream_counter_bytes(args.rows);

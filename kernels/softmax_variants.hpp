@@ -73,6 +73,13 @@ enum class Strategy : int {
   // over chunks of a tile's column that any block takes from a queue, the
   // second pass from L2. Packs of rows only.
   interleaved_stream = 12,
+  // interleaved_rows for rows past a tile on chip whose tiles' columns are
+  // too tall for the L2 to hold between interleaved_stream's passes: each
+  // block reduces a slab of whole lines of a tile (memory read back to
+  // back), the slabs' pairs meet through global memory, and a second
+  // kernel writes, starting with the lines the first read last. Packs of
+  // rows only.
+  interleaved_slabs = 13,
 };
 
 struct Variant {
@@ -264,6 +271,12 @@ inline constexpr int kInterleavedStreamLanesMax = 16;
 constexpr int interleaved_stream_vpt(DType dtype, bool backward) {
   return (backward ? 32 : 64) / (dtype_size(dtype) * kInterleavedPack);
 }
+// interleaved_slabs: blocks of 512 threads, two an SM, both kernels; a
+// tile is up to 256 lanes of packs (a 4 KiB line of f32 rows, 2 KiB of
+// 16-bit ones) and a thread's loads are interleaved_stream's.
+inline constexpr int kInterleavedSlabsThreads = 512;
+inline constexpr int kInterleavedSlabsLanesMax = 256;
+constexpr int interleaved_slabs_vpt(DType dtype, bool backward) { return interleaved_stream_vpt(dtype, backward); }
 // Whether interleaved rows (SoftmaxCall::inner) sit on packs of
 // kInterleavedPack elements in every tensor: pointers on a pack, inner
 // rows, col strides and strides whole packs, so a lane reads a pack of
@@ -338,7 +351,7 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 13> kFamilies{{
+inline constexpr std::array<FamilyInfo, 14> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -367,6 +380,9 @@ inline constexpr std::array<FamilyInfo, 13> kFamilies{{
      WorkUnit::row_chunk, true, false, true, false, LayoutRule::rows, true},
     {Strategy::interleaved_stream, "interleaved_stream", false, family_params::kPackVptNoEdges,
      kInterleavedStreamThreads, kInterleavedStreamThreads, WorkUnit::inner_tile, true, false, true, false,
+     LayoutRule::interleaved},
+    {Strategy::interleaved_slabs, "interleaved_slabs", true, family_params::kPackVptNoEdges,
+     kInterleavedSlabsThreads, kInterleavedSlabsThreads, WorkUnit::inner_tile, false, false, true, false,
      LayoutRule::interleaved},
 }};
 static_assert([] {
@@ -422,6 +438,8 @@ constexpr void for_each_variant(F&& f) {
           for (Strategy held : {Strategy::interleaved_smem, Strategy::interleaved_cluster})
             f(Variant{held, dt, back, kInterleavedPack, 0, 0, 1, false});
           f(Variant{Strategy::interleaved_stream, dt, back, kInterleavedPack, 0, interleaved_stream_vpt(dt, back), 1,
+                    false});
+          f(Variant{Strategy::interleaved_slabs, dt, back, kInterleavedPack, 0, interleaved_slabs_vpt(dt, back), 1,
                     false});
         }
       }

@@ -315,6 +315,107 @@ TEST_CASE("interleaved rows: interleaved_stream's chunks against float64") {
   if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_stream runs on GPUs)");
 }
 
+TEST_CASE("interleaved rows: interleaved_slabs' slabs against float64") {
+  // Columns in many slabs (two levels of bundles), in a few (one bundle)
+  // and in one (more tiles than a wave of blocks: no fold at all), tiles
+  // partly spare and of up to 256 lanes, padded strides, one and two
+  // lanes, in place, inf / -inf / NaN rows; forced, so that shapes of a
+  // few MB reach the family (the planner takes it where a tile's column
+  // outgrows the L2).
+  bool any_gpu = false;
+  on_every_device([&](const Device& dev) {
+    if (!dev.is_gpu()) return;
+    any_gpu = true;
+    const RestorePlanOptions restore;
+    PlanOptions o = restore.saved;
+    o.interleaved_stash = InterleavedStash::off;
+    o.force_interleaved_slabs = true;
+    set_plan_options(o);
+    struct Case {
+      Shape shape;
+      std::int64_t bundles;  // f32 forward's on a GPU of 132 SMs or more (0: not checked)
+    };
+    const Case cases[] = {
+        {{1, 20000, 64}, 10},        // 16 lanes: 157 slabs of 128 positions
+        {{1, 3000, 1032}, 0},        // two tiles of 256 lanes, the second 2 of them live
+        {{3, 1500, 40, 4, 8}, 1},    // padded strides; 16 lanes, 24 of 64 rows spare
+        {{2, 5000, 4}, 1},           // one lane: 512 slots
+        {{1, 5000, 8}, 1},           // two lanes
+        {{300, 1100, 16}, 1},        // more tiles than a wave: one slab each
+    };
+    for (const Case& k : cases)
+      for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+        for (Op op : {Op::softmax, Op::log_softmax})
+          for (bool backward : {false, true}) {
+            if (k.shape.rows == 300 && (dtype == DType::f16 || op == Op::log_softmax)) continue;  // 5M elements
+            const Variant v = run_case(dev, k.shape, dtype, op, backward, false);
+            CHECK(v.strategy == Strategy::interleaved_slabs);
+          }
+    // The plans the cases above meant: slabs and bundles (f32 forward).
+    const auto plan_of = [&](const Shape& s) {
+      SoftmaxCall c;
+      c.rows = s.rows;
+      c.cols = s.cols;
+      c.inner = s.inner;
+      Buffer x(dev, std::size_t(s.rows * s.cols * (s.inner + s.col_pad) + s.rows * s.row_pad) * 4), y(dev, x.size());
+      c.x = x.data();
+      c.out = y.data();
+      c.x_col_stride = c.out_col_stride = s.inner + s.col_pad;
+      c.x_stride = c.out_stride = (s.cols - 1) * c.x_col_stride + s.inner + s.row_pad;
+      return plan_for(dev, c);
+    };
+    if (dev.props().sm_count >= 132)
+      for (const Case& k : cases) {
+        if (k.bundles == 0) continue;
+        INFO(k.shape.rows, "x", k.shape.cols, "x", k.shape.inner);
+        const Plan p = plan_of(k.shape);
+        CHECK(p.kernel.strategy == Strategy::interleaved_slabs);
+        CHECK(interleaved_slab_bundles(p.chunks_per_row) == k.bundles);
+        if (k.shape.rows == 300) CHECK(p.chunks_per_row == 1);
+      }
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      for (bool backward : {false, true})
+        CHECK(run_case(dev, {2, 3000, 32, 4, 4}, dtype, Op::softmax, backward, true).strategy ==
+              Strategy::interleaved_slabs);
+      CHECK(run_case(dev, {1, 6000, 16}, dtype, Op::log_softmax, false, false, true).strategy ==
+            Strategy::interleaved_slabs);
+      CHECK(run_case(dev, {1, 3000, 1024}, dtype, Op::softmax, false, false, true).strategy ==
+            Strategy::interleaved_slabs);
+    }
+    // The caller's workspace: interleaved_workspace_size's bytes give the
+    // same bits as the per-stream one (the pairs fold in slab and bundle
+    // order, whichever block finishes last); 16 bytes fewer are refused.
+    const std::int64_t cols = 5000, inner = 1024;  // 250 slabs of 20 positions, 16 bundles (132 SMs)
+    const std::size_t need = interleaved_workspace_size(dev, DType::f32, 1, cols, inner, false);
+    CHECK(need == std::size_t(plan_of({1, cols, inner}).workspace_bytes));
+    const std::vector<float> xv = random_values(std::size_t(cols * inner), 3.0f, DType::f32);
+    const std::vector<float> poison(xv.size(), std::numeric_limits<float>::quiet_NaN());
+    DeviceCopy xd(dev, xv), own(dev, poison), again(dev, poison), given(dev, poison),
+        ws(dev, std::vector<std::uint8_t>(need, 0xff));
+    SoftmaxCall c;
+    c.rows = 1;
+    c.cols = cols;
+    c.inner = inner;
+    c.x = xd.data();
+    c.x_stride = c.out_stride = cols * inner;
+    c.x_col_stride = c.out_col_stride = inner;
+    c.out = own.data();
+    run(dev, c);
+    c.out = again.data();
+    run(dev, c);
+    c.out = given.data();
+    c.workspace = Workspace{ws.data(), need - 16};
+    expect_refused([&] { run(dev, c); }, "interleaved_workspace_size");
+    c.workspace = Workspace{ws.data(), need};
+    run(dev, c);
+    synchronize(dev);
+    const std::vector<float> first = own.get<float>();
+    CHECK(again.get<float>() == first);
+    CHECK(given.get<float>() == first);
+  });
+  if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_slabs runs on GPUs)");
+}
+
 TEST_CASE("interleaved rows: the planner picks registers, shared memory or two passes by the row's length") {
   // A live GPU's plans (property files' plans: test_planner.cpp).
   bool any_gpu = false;
@@ -335,6 +436,7 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
       PlanOptions o = saved;
       o.interleaved_stash = stash ? InterleavedStash::past_registers : InterleavedStash::off;
       o.allow_interleaved_stream = stream;
+      o.allow_interleaved_slabs = false;  // its own case below
       set_plan_options(o);
       for (auto [cols, backward, vpt] :
            {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0}, std::tuple{60, true, 2},

@@ -1167,6 +1167,10 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.allow_interleaved_stream);
   CHECK(!with_env({{"DUET_INTERLEAVED_STREAM", "0"}}).allow_interleaved_stream);
   CHECK(with_env({{"DUET_INTERLEAVED_STREAM", "1"}}).allow_interleaved_stream);
+  CHECK(none.allow_interleaved_slabs);
+  CHECK(!none.force_interleaved_slabs);
+  CHECK(!with_env({{"DUET_INTERLEAVED_SLABS", "0"}}).allow_interleaved_slabs);
+  CHECK(with_env({{"DUET_INTERLEAVED_SLABS", "always"}}).force_interleaved_slabs);
   CHECK(none.interleaved_stream_tiles == 0);
   CHECK(with_env({{"DUET_STREAM_TILES", "2"}}).interleaved_stream_tiles == 2);
   for (const Var& bad : {Var{"DUET_CLUSTER", "yes"}, Var{"DUET_CLUSTER_BLOCKS", "3"}, Var{"DUET_STRATEGY", "split"},
@@ -1257,14 +1261,50 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             // 16) for two blocks an SM at a line's width; 100000 not.
             // Past registers on packs otherwise (300 elements and longer,
             // on the MI250X every one), two passes over chunks that any
-            // block takes (interleaved_stream).
+            // block takes (interleaved_stream), or where the columns of the
+            // tiles whose chunks alternate there outgrow half the L2, over
+            // slabs of whole lines (interleaved_slabs: on the MI250X's 8 MB,
+            // 4096 and 100000 f32 backward).
             const bool held = d.vendor == Vendor::nvidia && packs && (cols == 300 || cols == 4096);
             const bool streamed = !held && packs && cols >= 300;
-            const Strategy want = streamed      ? Strategy::interleaved_stream
+            bool slabbed = false;
+            if (streamed) {
+              SoftmaxShape s{dt, bwd, rows, cols, packs};
+              s.inner = inner;
+              s.options.allow_interleaved_slabs = false;
+              const Plan q = plan_softmax(d, s, recorded(d));
+              CHECK(q.kernel.strategy == Strategy::interleaved_stream);
+              slabbed = __int128(q.tiles_together) * q.rows_per_block * dtype_size(dt) * cols * (bwd ? 2 : 1) >
+                        d.l2_bytes / 2;
+              if (d.vendor == Vendor::amd && dt == DType::f32 && bwd) CHECK(slabbed == (cols >= 4096));
+              if (d.vendor == Vendor::nvidia) CHECK(!slabbed);
+            }
+            const Strategy want = slabbed       ? Strategy::interleaved_slabs
+                                  : streamed    ? Strategy::interleaved_stream
                                   : !held       ? Strategy::interleaved_rows
                                   : cols == 300 ? Strategy::interleaved_smem
                                                 : Strategy::interleaved_cluster;
             CHECK(p.kernel.strategy == want);
+            if (slabbed) {
+              // Tiles of up to 256 lanes, slabs of whole slots that cover
+              // the column, none empty, a block a slab.
+              const int lanes = p.rows_per_block / kInterleavedPack;
+              CHECK(lanes <= kInterleavedSlabsLanesMax);
+              int pow2 = 1;
+              while (pow2 < (inner + 3) / 4) pow2 *= 2;
+              CHECK(lanes == std::min(pow2, 256));
+              const std::int64_t slots = kInterleavedSlabsThreads / lanes;
+              CHECK(p.chunk_elems % slots == 0);
+              CHECK(p.chunk_elems * p.chunks_per_row >= cols);
+              CHECK(p.chunk_elems * (p.chunks_per_row - 1) < cols);
+              CHECK(p.kernel.vpt == interleaved_slabs_vpt(dt, bwd));
+              CHECK(p.geometry.grid == rows * p.inner_tiles * p.chunks_per_row);
+              CHECK(p.finalize_geometry.grid == p.geometry.grid);
+              CHECK(p.launch.dynamic_smem_bytes == 0);
+              CHECK(p.workspace_bytes ==
+                    interleaved_slabs_workspace_bytes(rows * p.inner_tiles, p.chunks_per_row, p.rows_per_block));
+              continue;
+            }
             CHECK(p.kernel.vec == (packs ? kInterleavedPack : 1));
             const int lanes = p.rows_per_block / p.kernel.vec;
             CHECK(p.inner_tiles * p.rows_per_block >= inner);
@@ -1302,14 +1342,28 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
             CHECK(p.geometry.grid >= 1);
             CHECK(p.geometry.grid <= rows * p.inner_tiles * std::max(p.chunks_per_row, 1) * (streamed ? 2 : 1));
           }
-    // Dim 0 of a [65536, 1024] matrix: 32 line-wide tiles of f32 (16-bit:
-    // 16), each column in chunks of 64 x 4 positions (16-bit: 32 x 8), every
-    // SM's two blocks taking chunks; DUET_INTERLEAVED_STREAM=0: a block a
-    // tile, two passes.
+    // Dim 0 of a [65536, 1024] matrix: one tile of 1024 rows (256 lanes, 2
+    // slots), its column in slabs that fill the blocks two an SM hold.
+    // DUET_INTERLEAVED_SLABS=0: 32 line-wide tiles of f32 (16-bit: 16),
+    // each column in chunks of 64 x 4 positions (16-bit: 32 x 8), every
+    // SM's two blocks taking chunks; DUET_INTERLEAVED_STREAM=0 too: a block
+    // a tile, two passes.
     for (DType dt : {DType::f32, DType::bf16}) {
       INFO(to_string(dt), " [65536, 1024] over dim 0");
       SoftmaxShape s{dt, false, 1, 65536, true};
       s.inner = 1024;
+      const Plan slabs = plan_softmax(d, s, recorded(d));
+      CHECK(slabs.kernel.strategy == Strategy::interleaved_slabs);
+      CHECK(slabs.rows_per_block == 1024);
+      CHECK(slabs.inner_tiles == 1);
+      const std::int64_t resident = std::int64_t(d.sm_count) * 2;
+      CHECK(slabs.exact.blocks_per_sm == 2);
+      CHECK(slabs.chunk_elems == (65536 + 2 * resident - 1) / (2 * resident) * 2);
+      CHECK(slabs.chunks_per_row == (65536 + slabs.chunk_elems - 1) / slabs.chunk_elems);
+      CHECK(slabs.chunks_per_row <= resident);
+      CHECK(slabs.geometry.grid == slabs.chunks_per_row);
+      CHECK(slabs.launch.dynamic_smem_bytes == 0);
+      s.options.allow_interleaved_slabs = false;
       const Plan p = plan_softmax(d, s, recorded(d));
       CHECK(p.kernel.strategy == Strategy::interleaved_stream);
       CHECK(p.rows_per_block * dtype_size(dt) == 128);

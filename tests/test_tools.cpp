@@ -20,6 +20,7 @@
 #include "duet/config.hpp"
 #include "duet/device.hpp"
 #include "duet/error.hpp"
+#include "softmax_args.hpp"
 #include "tool_runner.hpp"
 
 namespace fs = std::filesystem;
@@ -323,23 +324,41 @@ TEST_CASE("deviceinfo explains grid_row: float32 rows past a cluster over blocks
   CHECK(has(text.out, "over 66 blocks of one grid"));
 }
 
-TEST_CASE("deviceinfo explains interleaved_stream: dim 0 of a tall matrix in chunks any block takes") {
+TEST_CASE("deviceinfo explains interleaved_stream and interleaved_slabs: columns past a tile on chip") {
   if (!DUET_HAVE_CUDA) return;  // the H100's plans come from the CUDA build's recorded reports
   const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
+  {
+    // 32 rows an outer row, each 100000 elements: one 128-byte tile whose
+    // column (12.8 MB) the L2 holds between a chunk's two visits.
+    const Result r = deviceinfo("--props " + quoted(h100) + " --plan 1x100000x32:f32 --json");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const auto plan = json::parse(r.out)["plans"].at(0);
+    CHECK(plan["variant"] == "interleaved_stream<f32,vec4,v4>");
+    CHECK(plan["interleaved"]["tile_rows"] == 32);
+    CHECK(plan["interleaved"]["tiles_per_outer_row"] == 1);
+    CHECK(plan["interleaved"]["chunks_per_tile"] == 391);  // of 64 slots x 4 packs
+    CHECK(plan["interleaved"]["chunk_positions"] == 256);
+    CHECK(plan["interleaved"]["tiles_together"] == 1);
+    CHECK(plan["interleaved"]["lag_chunks"] == 391 + 264);  // 132 SMs, two blocks each
+    CHECK(plan["interleaved"]["workspace_bytes"].get<std::int64_t>() > 0);
+  }
+  // Dim 0 of [65536, 1024]: 8 line tiles' columns are 64 MiB, past the L2;
+  // one tile of 1024 rows (256 lanes, 2 slots) in slabs that fill the 264
+  // blocks two an SM hold.
   const Result r = deviceinfo("--props " + quoted(h100) + " --plan 1x65536x1024:f32 --json");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const auto plan = json::parse(r.out)["plans"].at(0);
-  CHECK(plan["variant"] == "interleaved_stream<f32,vec4,v4>");
-  CHECK(plan["interleaved"]["tile_rows"] == 32);
-  CHECK(plan["interleaved"]["tiles_per_outer_row"] == 32);
-  CHECK(plan["interleaved"]["chunks_per_tile"] == 256);
-  CHECK(plan["interleaved"]["chunk_positions"] == 256);
-  CHECK(plan["interleaved"]["tiles_together"] == 8);
-  CHECK(plan["interleaved"]["lag_chunks"] == 8 * 256 + 264);  // 132 SMs, two blocks each
-  CHECK(plan["interleaved"]["workspace_bytes"].get<std::int64_t>() > 0);
+  CHECK(plan["variant"] == "interleaved_slabs<f32,vec4,v4>");
+  CHECK(plan["interleaved"]["tile_rows"] == 1024);
+  CHECK(plan["interleaved"]["tiles_per_outer_row"] == 1);
+  CHECK(plan["interleaved"]["slab_positions"] == 250);  // ceil(65536 / (264 x 2)) slots of 2
+  CHECK(plan["interleaved"]["slabs_per_tile"] == 263);
+  CHECK(plan["interleaved"]["slab_bundles"] == 17);
+  CHECK(plan["interleaved"]["workspace_bytes"] == duet::interleaved_slabs_workspace_bytes(1, 263, 1024));
   const Result text = deviceinfo("--props " + quoted(h100) + " --plan 1x65536x1024:f32");
-  CHECK(has(text.out, "the chunks of 8 neighbouring tiles alternating"));
+  CHECK(has(text.out, "263 slabs of 250 elements read line by line"));
 }
 
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {

@@ -42,6 +42,13 @@ __device__ __forceinline__ float rescale(float s, float m, float m_new) {
   return m == kNegInf ? s : s * exp_shifted(m, m_new);
 }
 
+// Folds the pair (m1, s1) into (m0, s0): both rescaled to the larger max.
+__device__ __forceinline__ void combine_pair(float& m0, float& s0, float m1, float s1) {
+  const float m = fmaxf(m0, m1);
+  s0 = rescale(s0, m0, m) + rescale(s1, m1, m);
+  m0 = m;
+}
+
 // Adds one pack of PACK values (value(e)) to a running pair (m, s): one
 // rescale a pack. -inf values add nothing: the hardware exp2 gives 0 for
 // -inf, and a pack whose values are all -inf so far shifts by 0 instead of

@@ -89,4 +89,17 @@ __device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float
 }
 #endif  // DUET_DEVICE_CLUSTERS
 
+// A tree over the slots in shared memory: step(half) folds slot + half into
+// slot for every slot below half that has one, log2(slots) steps, each
+// ended by a barrier.
+template <class Step>
+__device__ __forceinline__ void slot_tree(int slot, int slots, Step step) {
+  int half = 1;
+  while (half * 2 < slots) half *= 2;
+  for (; half >= 1; half /= 2) {
+    if (slot < half && slot + half < slots) step(half);
+    __syncthreads();
+  }
+}
+
 }  // namespace duet::DUET_NS::kernels

@@ -23,23 +23,11 @@
 
 #include "common/family_kernels.cuh"
 #include "common/math.cuh"
+#include "common/reduce.cuh"
 #include "common/storage.cuh"
 #include "softmax_args.hpp"
 
 namespace duet::DUET_NS::kernels {
-
-// A tree over the slots in shared memory: step(half) folds slot + half into
-// slot for every slot below half that has one, log2(slots) steps, each
-// ended by a barrier.
-template <class Step>
-__device__ __forceinline__ void slot_tree(int slot, int slots, Step step) {
-  int half = 1;
-  while (half * 2 < slots) half *= 2;
-  for (; half >= 1; half /= 2) {
-    if (slot < half && slot + half < slots) step(half);
-    __syncthreads();
-  }
-}
 
 // Every slot's values of this thread's lane combined by `op`, for every
 // thread of the lane, VEC values a thread a step. Ends with the scratch

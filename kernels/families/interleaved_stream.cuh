@@ -50,9 +50,7 @@ __device__ __forceinline__ void fold_slots(float (&m)[VEC], float (&s)[VEC], flo
   constexpr int kWarps = kInterleavedStreamThreads / W;
   const auto combine = [](float& m0, float& s0, float m1, float s1) {
     if constexpr (PAIRS) {
-      const float row_m = fmaxf(m0, m1);
-      s0 = rescale(s0, m0, row_m) + rescale(s1, m1, row_m);
-      m0 = row_m;
+      combine_pair(m0, s0, m1, s1);
     } else {
       s0 += s1;
     }
@@ -245,13 +243,10 @@ __global__ void __launch_bounds__(kInterleavedStreamThreads, 2) interleaved_stre
           for (int e = 0; e < VEC; ++e) {
             const float mc = p[2 * e];
             const float sc = p[2 * e + 1];
-            if constexpr (BACKWARD) {
+            if constexpr (BACKWARD)
               s[e] += sc;
-            } else {
-              const float row_m = fmaxf(m[e], mc);
-              s[e] = rescale(s[e], m[e], row_m) + rescale(sc, mc, row_m);
-              m[e] = row_m;
-            }
+            else
+              combine_pair(m[e], s[e], mc, sc);
           }
         }
         fold_slots<VEC, !BACKWARD>(m, s, folded, tile);

@@ -341,9 +341,10 @@ def launch_over(log, inputs, out, dim, fn):
             stream = raw_stream(index) if index >= 0 else None
             lib = _lib.library()
             if hasattr(lib, name + "_ws"):
-                # The workspace (interleaved_stream's queue) from torch's
-                # caching allocator on the current stream, as for rows; a
-                # shape class that needs none is asked about once.
+                # The workspace (interleaved_stream's queue, interleaved_slabs'
+                # pairs) from torch's caching allocator on the current stream,
+                # as for rows; a shape class that needs none is asked about
+                # once.
                 key = (index, code, cols, inner, len(inputs) == 2)
                 nbytes = 0
                 if _INTERLEAVED_NEEDS_WORKSPACE.get(key) is not False:

@@ -227,6 +227,21 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
         FUZZ_CHECK(p.workspace_bytes == duet::interleaved_stream_workspace_bytes(s.rows * p.inner_tiles,
                                                                                  p.chunks_per_row, p.rows_per_block),
                    ctx);
+    } else if (v.strategy == Strategy::interleaved_slabs) {
+      // interleaved_slabs: packs on GPUs, tiles of up to 256 lanes, each
+      // tile's column in slabs of whole slots (enough, none empty), a block
+      // a slab; its counters and pairs in a workspace.
+      FUZZ_CHECK(d.is_gpu() && s.vector_ok && s.options.allow_interleaved_slabs && v.vpt > 0, ctx);
+      FUZZ_CHECK(lanes <= duet::kInterleavedSlabsLanesMax && p.launch.threads_per_block == duet::kInterleavedSlabsThreads,
+                 ctx);
+      const __int128 slots = p.launch.threads_per_block / lanes;
+      FUZZ_CHECK(p.chunk_elems > 0 && p.chunk_elems % slots == 0 && p.chunks_per_row >= 1, ctx);
+      FUZZ_CHECK(__int128(p.chunk_elems) * p.chunks_per_row >= s.cols, ctx);
+      FUZZ_CHECK(__int128(p.chunk_elems) * (p.chunks_per_row - 1) < std::max<std::int64_t>(s.cols, 1), ctx);
+      if (s.rows > 0)
+        FUZZ_CHECK(p.workspace_bytes == duet::interleaved_slabs_workspace_bytes(s.rows * p.inner_tiles,
+                                                                                p.chunks_per_row, p.rows_per_block),
+                   ctx);
     } else {
       if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
@@ -234,7 +249,8 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) ==
                    (v.strategy == Strategy::interleaved_smem || v.strategy == Strategy::interleaved_cluster),
                ctx);
-    work = launch_rows * p.inner_tiles * (cluster || streamed ? p.chunks_per_row : 1) * (streamed ? 2 : 1);
+    const bool slabbed = v.strategy == Strategy::interleaved_slabs;
+    work = launch_rows * p.inner_tiles * (cluster || streamed || slabbed ? p.chunks_per_row : 1) * (streamed ? 2 : 1);
   } else if (p.kernel.strategy == Strategy::group_rows) {
     // Whole groups of threads per row; a block takes a multiple of
     // threads/group rows.
@@ -319,7 +335,11 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     const __int128 wave = grouped ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);
     FUZZ_CHECK(p.geometry.grid >= 1 && p.geometry.grid <= work, ctx);
-    FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
+    // interleaved_slabs: a block a slab, whatever the waves.
+    if (p.kernel.strategy == Strategy::interleaved_slabs)
+      FUZZ_CHECK(p.geometry.grid == work && p.finalize_geometry.grid == work, ctx);
+    else
+      FUZZ_CHECK(p.geometry.grid <= wave * waves, ctx);
     // Within the vendor's grid limit (CUDA 2^31 - 1 blocks, HIP also 2^32 - 1 threads).
     FUZZ_CHECK(p.geometry.grid <= p.max_grid && p.max_grid <= (std::int64_t(1) << 31) - 1, ctx);
     FUZZ_CHECK(d.vendor != duet::Vendor::amd || __int128(p.geometry.grid) * p.geometry.block < (__int128(1) << 32), ctx);

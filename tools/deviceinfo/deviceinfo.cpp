@@ -258,6 +258,12 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
       j["interleaved"]["lag_chunks"] = p.stream_lag;
       j["interleaved"]["workspace_bytes"] = p.workspace_bytes;
     }
+    if (p.kernel.strategy == duet::Strategy::interleaved_slabs) {
+      j["interleaved"]["slabs_per_tile"] = p.chunks_per_row;
+      j["interleaved"]["slab_positions"] = p.chunk_elems;
+      j["interleaved"]["slab_bundles"] = duet::interleaved_slab_bundles(p.chunks_per_row);
+      j["interleaved"]["workspace_bytes"] = p.workspace_bytes;
+    }
   }
   if (duet::family_of(p.kernel.strategy).cluster_launch) {
     j["cluster"] = {{"blocks", p.chunks_per_row}, {"slice_elems", p.chunk_elems}};

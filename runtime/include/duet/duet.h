@@ -165,7 +165,8 @@ DUET_API duet_status_t duet_softmax_interleaved_backward(duet_device_t device, d
  * (duet_softmax_workspace_size and the *_ws calls): the bytes a call of
  * this shape needs on `device` for any pointers and strides (0 for most
  * shapes; on GPUs, rows on packs too long for a tile on chip take
- * interleaved_stream's queue), then the two calls with it. */
+ * interleaved_stream's queue or interleaved_slabs' pairs), then the two
+ * calls with it. */
 DUET_API duet_status_t duet_softmax_interleaved_workspace_size(duet_device_t device, duet_dtype_t dtype, int backward,
                                                                int64_t rows, int64_t cols, int64_t inner,
                                                                size_t* bytes);

@@ -65,6 +65,8 @@ namespace duet {
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_STREAM=0 | allow_interleaved_stream = false | interleaved rows past a tile on chip in two passes of one block a tile (no interleaved_stream) |
+// | DUET_INTERLEAVED_SLABS=0 | allow_interleaved_slabs = false | no interleaved_slabs (interleaved_stream wherever the L2 does not hold its columns between passes) |
+// | DUET_INTERLEAVED_SLABS=always | force_interleaved_slabs = true | interleaved_slabs wherever interleaved_stream would run, also where the L2 holds its columns |
 // | DUET_STREAM_TILES=n | interleaved_stream_tiles = n | interleaved_stream's chunks of n neighbouring tiles alternate in its queue |
 // | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
 // Where interleaved rows keep their tile in shared memory (interleaved_smem,
@@ -126,6 +128,11 @@ struct PlanOptions {
   // interleaved_stream for interleaved rows on packs past a tile on chip
   // (else interleaved_rows' two passes, one block a tile).
   bool allow_interleaved_stream = true;
+  // interleaved_slabs for interleaved rows on packs past a tile on chip
+  // whose tiles' columns the L2 does not hold between interleaved_stream's
+  // passes; force: wherever interleaved_stream would run.
+  bool allow_interleaved_slabs = true;
+  bool force_interleaved_slabs = false;
   // interleaved_stream's neighbouring tiles whose chunks alternate in its
   // queue (0: the planner's choice).
   int interleaved_stream_tiles = 0;

@@ -102,7 +102,8 @@ DUET_API std::size_t workspace_size(const Device& dev, DType dtype, std::int64_t
 // The same for interleaved rows (SoftmaxCall::inner): `rows` outer rows of
 // `inner` rows of `cols` elements, for any pointers and strides of that
 // shape (on GPUs, rows on packs too long for a tile on chip take
-// interleaved_stream's queue). SoftmaxCall::workspace takes it.
+// interleaved_stream's queue or interleaved_slabs' pairs).
+// SoftmaxCall::workspace takes it.
 DUET_API std::size_t interleaved_workspace_size(const Device& dev, DType dtype, std::int64_t rows, std::int64_t cols,
                                                 std::int64_t inner, bool backward);
 

@@ -274,9 +274,9 @@ void run(const Device& dev, const SoftmaxCall& c) {
       cached = detail::workspaces().get(dev, c.stream, grid.workspace_bytes);
       workspace = cached.buffer->data();
     }
-    // (SoftmaxArgs' union: interleaved_stream's pointer sits beside the
-    // interleaved layout, the others' where the layout would be.)
-    if (plan.kernel.strategy == Strategy::interleaved_stream)
+    // (SoftmaxArgs' union: the interleaved families' pointer sits beside
+    // the interleaved layout, the others' where the layout would be.)
+    if (family_of(plan.kernel.strategy).work == WorkUnit::inner_tile)
       a.workspace = workspace;
     else
       a.partials = static_cast<float*>(workspace);

@@ -352,6 +352,50 @@ bool plan_interleaved_stream(const DeviceProps& dev, const SoftmaxShape& s, int 
   return true;
 }
 
+// interleaved_slabs for interleaved rows on packs past a tile on chip whose
+// tiles' columns are too tall for the L2 to bridge interleaved_stream's two
+// visits of a chunk (`streamed`, its plan: the columns of the tiles whose
+// chunks alternate are more than half the L2), or wherever it would run
+// where forced: tiles of up to 256 lanes
+// (a whole line of up to 4 KiB), each column cut into slabs so that the
+// units fill one wave (a tile's slabs whole slots and at least a step of
+// each). dim 0 of [65536, 1024] f32: streamed, its blocks read 128-byte
+// lines of 8 tiles and both passes from DRAM (bench/NOTES.md v67); as
+// slabs, whole 4 KiB lines back to back.
+bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const Plan& streamed,
+                            const AttributeSource& attributes, Plan& out) {
+  if (!dev.is_gpu() || !s.vector_ok || !s.options.allow_interleaved_slabs) return false;
+  const int elem = dtype_size(s.dtype);
+  const int tensors = s.backward ? 2 : 1;
+  const __int128 set_bytes = __int128(streamed.tiles_together) * streamed.rows_per_block * elem * s.cols * tensors;
+  if (!s.options.force_interleaved_slabs && (dev.l2_bytes <= 0 || set_bytes <= dev.l2_bytes / 2)) return false;
+  const int vpt = interleaved_slabs_vpt(s.dtype, s.backward);
+  const Variant v{Strategy::interleaved_slabs, s.dtype, s.backward, kInterleavedPack, 0, vpt, 1, false};
+  Plan p = make_plan(dev, s, v, kInterleavedSlabsThreads, 0, attributes);
+  if (p.exact.blocks_per_sm < 1) return false;
+  const int lanes =
+      static_cast<int>(std::min<std::int64_t>(next_pow2(ceil_div(s.inner, kInterleavedPack)), kInterleavedSlabsLanesMax));
+  const int slots = kInterleavedSlabsThreads / lanes;
+  p.rows_per_block = lanes * kInterleavedPack;
+  p.inner_tiles = ceil_div(s.inner, p.rows_per_block);
+  const std::int64_t groups = std::max<std::int64_t>(s.rows, 1) * p.inner_tiles;
+  const std::int64_t most_slabs = std::max<std::int64_t>(ceil_div(s.cols, std::int64_t(slots) * vpt), 1);
+  std::int64_t slabs = std::clamp<std::int64_t>(p.resident_blocks / groups, 1, std::min<std::int64_t>(most_slabs, 1 << 30));
+  p.chunk_elems = interleaved_slab_length(std::max<std::int64_t>(s.cols, 1), slabs, slots);
+  slabs = std::max<std::int64_t>(ceil_div(s.cols, p.chunk_elems), 1);  // no empty slab
+  p.chunks_per_row = static_cast<int>(slabs);
+  if (groups * slabs > p.max_grid) return false;  // a block a slab
+  p.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart) past a tile on chip, " +
+          "too tall for the L2 between two passes of a chunk: tiles of " + std::to_string(p.rows_per_block) + " rows (" +
+          std::to_string(lanes) + " lanes of " + std::to_string(kInterleavedPack) + "-row packs), each tile's rows in " +
+          std::to_string(slabs) + (slabs == 1 ? " slab" : " slabs") + " of " + std::to_string(p.chunk_elems) +
+          " elements read line by line, " + std::to_string(vpt) + " packs a thread" +
+          (s.backward ? " of each tensor" : "") + "; the slabs' pairs folded in bundles of " +
+          std::to_string(kInterleavedSlabBundle) + ", then a second kernel writes, from the lines read last";
+  out = std::move(p);
+  return true;
+}
+
 // interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
@@ -397,7 +441,11 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   }
   if (vpt == 0) {
     Plan streamed;
-    if (plan_interleaved_stream(dev, s, line_lanes, attributes, streamed)) return streamed;
+    if (plan_interleaved_stream(dev, s, line_lanes, attributes, streamed)) {
+      Plan slabs;
+      if (plan_interleaved_slabs(dev, s, streamed, attributes, slabs)) return slabs;
+      return streamed;
+    }
   }
   Plan plan = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
                         tile * slots, 0, attributes);
@@ -470,9 +518,15 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     resident = std::max<std::int64_t>(resident / p.chunks_per_row, 1) * p.chunks_per_row;
   Grid g;
   g.main = {std::min(work, resident), p.launch.threads_per_block, p.launch.dynamic_smem_bytes};
+  if (p.kernel.strategy == Strategy::interleaved_slabs) {  // a block a unit (a slab of a tile), both kernels
+    require(work <= limit, Status::invalid_argument, [&] {
+      return std::to_string(work) + " slabs are too many for one launch of " + std::to_string(limit) + " blocks";
+    });
+    g.main.grid = work;
+  }
   if (family.two_kernels) g.finalize = {g.main.grid, p.launch.threads_per_block, 0};
-  // Workspaces: split_row's partials; split_stream's, interleaved_stream's
-  // and grid_row's counters and partials.
+  // Workspaces: split_row's partials; split_stream's, interleaved_stream's,
+  // interleaved_slabs' and grid_row's counters and partials.
   if (p.kernel.strategy == Strategy::split_row)
     g.workspace_bytes = rows * p.chunks_per_row * 2 * std::int64_t(sizeof(float));
   if (p.kernel.strategy == Strategy::split_stream) {
@@ -481,6 +535,8 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   }
   if (p.kernel.strategy == Strategy::interleaved_stream)
     g.workspace_bytes = interleaved_stream_workspace_bytes(rows * p.inner_tiles, chunks, p.rows_per_block);
+  if (p.kernel.strategy == Strategy::interleaved_slabs)
+    g.workspace_bytes = interleaved_slabs_workspace_bytes(rows * p.inner_tiles, chunks, p.rows_per_block);
   if (p.kernel.strategy == Strategy::grid_row && g.main.grid > 0)
     g.workspace_bytes = grid_row_workspace_bytes(g.main.grid / p.chunks_per_row, p.chunks_per_row);
   return g;
