@@ -169,6 +169,42 @@ Variant run_case(const Device& dev, const Shape& s, DType dtype, Op op, bool bac
   return plan.kernel;
 }
 
+// Dim 0 of a [cols, inner] f32 matrix, whose plan needs a workspace: a
+// call with interleaved_workspace_size's bytes of the caller's gives the
+// same bits as two calls with the per-stream one (whichever blocks finish
+// first); 16 bytes fewer are refused, naming the size function, before
+// anything is written.
+void check_caller_workspace(const Device& dev, std::int64_t cols, std::int64_t inner) {
+  INFO("[", cols, ", ", inner, "] over dim 0 with the caller's workspace");
+  const std::size_t need = interleaved_workspace_size(dev, DType::f32, 1, cols, inner, false);
+  CHECK(need > 0);
+  const std::vector<float> xv = random_values(std::size_t(cols * inner), 3.0f, DType::f32);
+  const std::vector<float> poison(xv.size(), std::numeric_limits<float>::quiet_NaN());
+  DeviceCopy xd(dev, xv), own(dev, poison), again(dev, poison), given(dev, poison),
+      ws(dev, std::vector<std::uint8_t>(need, 0xff));
+  SoftmaxCall c;
+  c.rows = 1;
+  c.cols = cols;
+  c.inner = inner;
+  c.x = xd.data();
+  c.x_stride = c.out_stride = cols * inner;
+  c.x_col_stride = c.out_col_stride = inner;
+  c.out = own.data();
+  CHECK(need == std::size_t(plan_for(dev, c).workspace_bytes));
+  run(dev, c);
+  c.out = again.data();
+  run(dev, c);
+  c.out = given.data();
+  c.workspace = Workspace{ws.data(), need - 16};
+  expect_refused([&] { run(dev, c); }, "interleaved_workspace_size");
+  c.workspace = Workspace{ws.data(), need};
+  run(dev, c);
+  synchronize(dev);
+  const std::vector<float> first = own.get<float>();
+  CHECK(again.get<float>() == first);
+  CHECK(given.get<float>() == first);
+}
+
 const Shape kShapes[] = {
     {2, 21, 100},         // [2, 21, 10, 10] over dim 1: registers, one element a thread
     {3, 5, 33, 2, 7},     // padded col and row strides, a part tile
@@ -285,32 +321,8 @@ TEST_CASE("interleaved rows: interleaved_stream's chunks against float64") {
       CHECK(run_case(dev, {1, 6000, 16}, dtype, Op::log_softmax, false, false, true).strategy ==
             Strategy::interleaved_stream);
     }
-    // The caller's workspace: interleaved_workspace_size's bytes give the
-    // same bits as the per-stream one (a group's pairs combine in chunk
-    // order); 16 bytes fewer are refused, naming the size function, before
-    // anything is written.
-    const std::int64_t cols = 20000, inner = 64;
-    const std::size_t need = interleaved_workspace_size(dev, DType::f32, 1, cols, inner, false);
-    CHECK(need > 0);
-    const std::vector<float> xv = random_values(std::size_t(cols * inner), 3.0f, DType::f32);
-    const std::vector<float> poison(xv.size(), std::numeric_limits<float>::quiet_NaN());
-    DeviceCopy xd(dev, xv), own(dev, poison), given(dev, poison), ws(dev, std::vector<std::uint8_t>(need, 0xff));
-    SoftmaxCall c;
-    c.rows = 1;
-    c.cols = cols;
-    c.inner = inner;
-    c.x = xd.data();
-    c.x_stride = c.out_stride = cols * inner;
-    c.x_col_stride = c.out_col_stride = inner;
-    c.out = own.data();
-    run(dev, c);
-    c.out = given.data();
-    c.workspace = Workspace{ws.data(), need - 16};
-    expect_refused([&] { run(dev, c); }, "interleaved_workspace_size");
-    c.workspace = Workspace{ws.data(), need};
-    run(dev, c);
-    synchronize(dev);
-    CHECK(given.get<float>() == own.get<float>());
+    // The caller's workspace (a group's pairs combine in chunk order).
+    check_caller_workspace(dev, 20000, 64);
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_stream runs on GPUs)");
 }
@@ -382,36 +394,10 @@ TEST_CASE("interleaved rows: interleaved_slabs' slabs against float64") {
       CHECK(run_case(dev, {1, 3000, 1024}, dtype, Op::softmax, false, false, true).strategy ==
             Strategy::interleaved_slabs);
     }
-    // The caller's workspace: interleaved_workspace_size's bytes give the
-    // same bits as the per-stream one (the pairs fold in slab and bundle
-    // order, whichever block finishes last); 16 bytes fewer are refused.
-    const std::int64_t cols = 5000, inner = 1024;  // 250 slabs of 20 positions, 16 bundles (132 SMs)
-    const std::size_t need = interleaved_workspace_size(dev, DType::f32, 1, cols, inner, false);
-    CHECK(need == std::size_t(plan_of({1, cols, inner}).workspace_bytes));
-    const std::vector<float> xv = random_values(std::size_t(cols * inner), 3.0f, DType::f32);
-    const std::vector<float> poison(xv.size(), std::numeric_limits<float>::quiet_NaN());
-    DeviceCopy xd(dev, xv), own(dev, poison), again(dev, poison), given(dev, poison),
-        ws(dev, std::vector<std::uint8_t>(need, 0xff));
-    SoftmaxCall c;
-    c.rows = 1;
-    c.cols = cols;
-    c.inner = inner;
-    c.x = xd.data();
-    c.x_stride = c.out_stride = cols * inner;
-    c.x_col_stride = c.out_col_stride = inner;
-    c.out = own.data();
-    run(dev, c);
-    c.out = again.data();
-    run(dev, c);
-    c.out = given.data();
-    c.workspace = Workspace{ws.data(), need - 16};
-    expect_refused([&] { run(dev, c); }, "interleaved_workspace_size");
-    c.workspace = Workspace{ws.data(), need};
-    run(dev, c);
-    synchronize(dev);
-    const std::vector<float> first = own.get<float>();
-    CHECK(again.get<float>() == first);
-    CHECK(given.get<float>() == first);
+    // The caller's workspace (the pairs fold in slab and bundle order,
+    // whichever block finishes last): 250 slabs of 20 positions, 16
+    // bundles on 132 SMs.
+    check_caller_workspace(dev, 5000, 1024);
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_slabs runs on GPUs)");
 }

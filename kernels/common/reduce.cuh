@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/math.cuh"
+#include "common/storage.cuh"
 #include "softmax_variants.hpp"
 #include "vendor.h"
 
@@ -88,6 +89,57 @@ __device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float
   return make_float2(row_m, group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{}));
 }
 #endif  // DUET_DEVICE_CLUSTERS
+
+// A reduction's VPT packs of x (and dy, BACKWARD) at x + k x x_gap (dy +
+// k x dy_gap) where valid(k), each load with HINT; places past the row hold
+// -inf forward (no share of the max, exp 0) and zeros backward (no share
+// of the sum), so the sums need no test.
+template <class T, class V, int VPT, bool BACKWARD, LoadHint HINT, class Valid>
+__device__ __forceinline__ void load_packs_or_neutral(V (&v)[VPT], V (&g)[BACKWARD ? VPT : 1], const T* x,
+                                                      std::int64_t x_gap, const T* dy, std::int64_t dy_gap,
+                                                      Valid valid) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if constexpr (BACKWARD) {
+      v[k] = make_pack<T, V>([](int) { return 0.0f; });
+      g[k] = v[k];
+    } else {
+      v[k] = make_pack<T, V>([](int) { return kNegInf; });
+    }
+    if (valid(k)) {
+      v[k] = load_hinted<HINT>(reinterpret_cast<const V*>(x + k * x_gap));
+      if constexpr (BACKWARD) g[k] = load_hinted<HINT>(reinterpret_cast<const V*>(dy + k * dy_gap));
+    }
+  }
+}
+
+// This thread's share of `count` sets of (max, sum) pairs that other
+// blocks stored (set n's pairs of this lane at sets + 2 (n x tile_rows +
+// lane x VEC) floats; volatile: past the non-coherent L1): sets slot, slot
+// + slots, ... folded in order into (m, s) (PAIRS; else the sums s alone).
+template <int VEC, bool PAIRS>
+__device__ __forceinline__ void fold_stored_sets(float (&m)[VEC], float (&s)[VEC], const float* sets,
+                                                 std::int64_t count, std::int64_t tile_rows, int lane, int slot,
+                                                 int slots) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    m[e] = kNegInf;
+    s[e] = 0.0f;
+  }
+#pragma unroll 1
+  for (std::int64_t n = slot; n < count; n += slots) {
+    const volatile float* p = sets + 2 * (n * tile_rows + std::int64_t(lane) * VEC);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float pm = p[2 * e];
+      const float ps = p[2 * e + 1];
+      if constexpr (PAIRS)
+        combine_pair(m[e], s[e], pm, ps);
+      else
+        s[e] += ps;
+    }
+  }
+}
 
 // A tree over the slots in shared memory: step(half) folds slot + half into
 // slot for every slot below half that has one, log2(slots) steps, each

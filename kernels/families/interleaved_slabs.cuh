@@ -114,32 +114,13 @@ __device__ __forceinline__ void fold_slabs_slots(float (&m)[VEC], float (&s)[VEC
   });
 }
 
-// Folds `count` stored sets of pairs (set n of this lane at
-// sets + n * tile_rows pairs, written by other blocks: volatile, past the
-// non-coherent L1) into slot 0's registers, slot s taking sets s, s +
-// slots, ... in order.
+// Folds `count` sets of pairs other blocks stored (fold_stored_sets) into
+// slot 0's registers.
 template <int VEC, bool PAIRS>
 __device__ __forceinline__ void fold_stored(float (&m)[VEC], float (&s)[VEC], const float* sets, std::int64_t count,
                                             std::int64_t tile_rows, float2* folded, int lane, int slot, int slots,
                                             int tile) {
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    m[e] = kNegInf;
-    s[e] = 0.0f;
-  }
-#pragma unroll 1
-  for (std::int64_t n = slot; n < count; n += slots) {
-    const volatile float* p = sets + 2 * (n * tile_rows + std::int64_t(lane) * VEC);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float pm = p[2 * e];
-      const float ps = p[2 * e + 1];
-      if constexpr (PAIRS)
-        combine_pair(m[e], s[e], pm, ps);
-      else
-        s[e] += ps;
-    }
-  }
+  fold_stored_sets<VEC, PAIRS>(m, s, sets, count, tile_rows, lane, slot, slots);
   fold_slabs_slots<VEC, PAIRS>(m, s, folded, slot, slots, tile);
 }
 
@@ -199,23 +180,11 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   }
 #pragma unroll 1
   for (std::int64_t n = 0; n < steps; ++n) {
-    // Places past the slab hold -inf forward (no share of the max, exp
-    // 0) and zeros backward.
+    // Places past the slab hold -inf forward and zeros backward.
     V v[VPT];
     V g[BACKWARD ? VPT : 1];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      if constexpr (BACKWARD) {
-        v[k] = make_pack<T, V>([](int) { return 0.0f; });
-        g[k] = v[k];
-      } else {
-        v[k] = make_pack<T, V>([](int) { return kNegInf; });
-      }
-      if (std::int64_t(k) * slots < left) {
-        v[k] = load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(x + k * x_gap));
-        if constexpr (BACKWARD) g[k] = load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(dy + k * dy_gap));
-      }
-    }
+    load_packs_or_neutral<T, V, VPT, BACKWARD, LoadHint::keep>(v, g, x, x_gap, dy, dy_gap,
+                                                                [&](int k) { return std::int64_t(k) * slots < left; });
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       if constexpr (BACKWARD) {

@@ -178,26 +178,12 @@ __global__ void __launch_bounds__(kInterleavedStreamThreads, 2) interleaved_stre
     const std::int64_t x_step = slots * a.x_col_stride;
     const std::int64_t dy_step = BACKWARD ? slots * a.dy_col_stride : 0;
     const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
-    // A place past the row holds -inf forward, which the max ignores and
-    // whose exp is 0 (interleaved_rows does the same), and zeros backward,
-    // whose term is 0: the sums need no test.
+    // A place past the row holds -inf forward and zeros backward
+    // (load_packs_or_neutral; interleaved_rows does the same).
     V v[VPT];
     V g[BACKWARD ? VPT : 1];
     const auto load_chunk = [&](auto hint) {
-      constexpr LoadHint kHint = decltype(hint)::value;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if constexpr (BACKWARD) {
-          v[k] = make_pack<T, V>([](int) { return 0.0f; });
-          g[k] = v[k];
-        } else {
-          v[k] = make_pack<T, V>([](int) { return kNegInf; });
-        }
-        if (valid(k)) {
-          v[k] = load_hinted<kHint>(reinterpret_cast<const V*>(x + k * x_step));
-          if constexpr (BACKWARD) g[k] = load_hinted<kHint>(reinterpret_cast<const V*>(dy + k * dy_step));
-        }
-      }
+      load_packs_or_neutral<T, V, VPT, BACKWARD, decltype(hint)::value>(v, g, x, x_step, dy, dy_step, valid);
     };
     float m[VEC], s[VEC];
     if (!second) {
@@ -228,27 +214,11 @@ __global__ void __launch_bounds__(kInterleavedStreamThreads, 2) interleaved_stre
       __syncthreads();
       if (last_of_group) {
         // The group's last: its threads fold every chunk's pairs of their
-        // lane (volatile: past the non-coherent L1), chunk slot, slot +
-        // slots, ..., and publish each row's result.
+        // lane, chunk slot, slot + slots, ..., and publish each row's
+        // result.
         __threadfence();
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          m[e] = kNegInf;
-          s[e] = 0.0f;
-        }
-#pragma unroll 1
-        for (std::int64_t c = slot; c < chunks; c += slots) {
-          const volatile float* p = partials() + 2 * ((group * chunks + c) * tile_rows() + std::int64_t(lane) * VEC);
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const float mc = p[2 * e];
-            const float sc = p[2 * e + 1];
-            if constexpr (BACKWARD)
-              s[e] += sc;
-            else
-              combine_pair(m[e], s[e], mc, sc);
-          }
-        }
+        fold_stored_sets<VEC, !BACKWARD>(m, s, partials() + 2 * group * chunks * tile_rows(), chunks, tile_rows(), lane,
+                                         slot, slots);
         fold_slots<VEC, !BACKWARD>(m, s, folded, tile);
         if (tid < tile) {
           float* const mine = results() + 2 * (group * tile_rows() + std::int64_t(lane) * VEC);
