@@ -24,8 +24,8 @@
 // Finalize kernel: the units in reverse order and each slab's steps from
 // its last, so that it starts with the lines the partial kernel read last,
 // which the L2 still holds; it writes.
-// Grid: a kInterleavedSlabsThreads-thread block a unit (two an SM), for
-// both kernels. Workspace (a.workspace, counters zeroed before each
+// Grid: a kInterleavedSlabsThreads-thread block a unit, for both kernels
+// (at most 64 registers a thread: two blocks an SM on NVIDIA). Workspace (a.workspace, counters zeroed before each
 // launch): the layout of interleaved_slabs_* in softmax_args.hpp.
 #pragma once
 
