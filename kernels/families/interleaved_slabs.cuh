@@ -25,8 +25,9 @@
 // its last, so that it starts with the lines the partial kernel read last,
 // which the L2 still holds; it writes.
 // Grid: a kInterleavedSlabsThreads-thread block a unit, for both kernels
-// (at most 64 registers a thread: two blocks an SM on NVIDIA). Workspace (a.workspace, counters zeroed before each
-// launch): the layout of interleaved_slabs_* in softmax_args.hpp.
+// (at most 64 registers a thread: two blocks an SM on NVIDIA). Workspace
+// (a.workspace, counters zeroed before each launch): the layout of
+// interleaved_slabs_* in softmax_args.hpp.
 #pragma once
 
 #include "common/family_kernels.cuh"
@@ -203,32 +204,30 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
     return;
   }
+  // Whether this block is the last of `expected` to count at `count`;
+  // if so, the others' stored pairs are visible to it.
+  const auto last_to_arrive = [&](unsigned* count, int expected) {
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(count, 1u) + 1 == static_cast<unsigned>(expected);
+    __syncthreads();
+    if (last) __threadfence();
+    return last != 0;
+  };
   // The slab's pairs, then the bundle's count; the bundle's last folds
   // the bundle's sets, and the group's last bundle the bundles'.
   store_lane_pairs<VEC>(visit.slab_set, m, s, lane, slot);
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(&visit.counts[visit.bundle], 1u) + 1 == static_cast<unsigned>(visit.members);
-  __syncthreads();
-  if (last) {
-    __threadfence();
-    fold_stored<VEC, kPairs>(m, s, visit.bundle_first, visit.members, std::int64_t(tile) * VEC, folded, lane, slot,
-                             slots, tile);
-    if (visit.bundles == 1) {
-      store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
-    } else {
-      store_lane_pairs<VEC>(visit.bundle_set, m, s, lane, slot);
-      __syncthreads();
-      if (tid == 0) last = atomicAdd(&visit.counts[visit.bundles], 1u) + 1 == static_cast<unsigned>(visit.bundles);
-      __syncthreads();
-      if (last) {
-        __threadfence();
-        fold_stored<VEC, kPairs>(m, s, visit.bundle_sets, visit.bundles, std::int64_t(tile) * VEC, folded, lane, slot,
-                                 slots, tile);
-        store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
-      }
-    }
+  if (!last_to_arrive(&visit.counts[visit.bundle], visit.members)) return;
+  fold_stored<VEC, kPairs>(m, s, visit.bundle_first, visit.members, std::int64_t(tile) * VEC, folded, lane, slot,
+                           slots, tile);
+  if (visit.bundles == 1) {
+    store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
+    return;
   }
-
+  store_lane_pairs<VEC>(visit.bundle_set, m, s, lane, slot);
+  if (!last_to_arrive(&visit.counts[visit.bundles], visit.bundles)) return;
+  fold_stored<VEC, kPairs>(m, s, visit.bundle_sets, visit.bundles, std::int64_t(tile) * VEC, folded, lane, slot, slots,
+                           tile);
+  store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
 }
 
 template <class T, int VEC, int VPT, bool BACKWARD>
@@ -245,8 +244,8 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   const std::int64_t dy_gap = BACKWARD ? slots * a.dy_col_stride : 0;
   const std::int64_t out_gap = slots * a.out_col_stride;
   const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
-  // One unit a block, block b taking unit units - 1 - b (as in the
-  // partial kernel).
+  // One unit a block, as in the partial kernel, but block b taking unit
+  // units - 1 - b.
   const std::int64_t units = slab_units<VEC>(a);
   if (std::int64_t(blockIdx.x) >= units) return;
   if (tid == 0) visit = slab_visit<VEC, VPT>(a, units - 1 - std::int64_t(blockIdx.x), slots);

@@ -356,10 +356,9 @@ bool plan_interleaved_stream(const DeviceProps& dev, const SoftmaxShape& s, int 
 // tiles' columns are too tall for the L2 to bridge interleaved_stream's two
 // visits of a chunk (`streamed`, its plan: the columns of the tiles whose
 // chunks alternate are more than half the L2), or wherever it would run
-// where forced: tiles of up to 256 lanes
-// (a whole line of up to 4 KiB), each column cut into slabs so that the
-// units fill one wave (a tile's slabs whole slots and at least a step of
-// each). dim 0 of [65536, 1024] f32: streamed, its blocks read 128-byte
+// where forced: tiles of up to 256 lanes (a whole line of up to 4 KiB),
+// each column cut into slabs so that the units fill one wave (a tile's
+// slabs whole slots and at least a step of each). dim 0 of [65536, 1024] f32: streamed, its blocks read 128-byte
 // lines of 8 tiles and both passes from DRAM (bench/NOTES.md v67); as
 // slabs, whole 4 KiB lines back to back.
 bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const Plan& streamed,
