@@ -86,9 +86,10 @@ constexpr std::int64_t interleaved_stream_workspace_bytes(std::int64_t groups, s
   return interleaved_stream_partials_offset(groups) + groups * (chunks + 1) * tile_rows * 8;
 }
 
-// interleaved_slabs: a group (a tile of an outer row) cuts its column of
-// `cols` positions into slabs of whole slots, slab_length positions each
-// (the last may be shorter).
+// interleaved_slabs: the planner sizes a group's (a tile of an outer row's)
+// slabs at slab_length positions of its column of `cols`, whole slots, and
+// plans ceil(cols / slab_length) of them; the kernels deal the column's
+// steps to that many slabs in turn (interleaved_slabs.cuh).
 DUET_HOST_DEVICE constexpr std::int64_t interleaved_slab_length(std::int64_t cols, std::int64_t slabs, int slots) {
   return ((cols + slabs * slots - 1) / (slabs * slots)) * slots;
 }

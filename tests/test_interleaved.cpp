@@ -348,7 +348,7 @@ TEST_CASE("interleaved rows: interleaved_slabs' slabs against float64") {
       std::int64_t bundles;  // f32 forward's on a GPU of 132 SMs or more (0: not checked)
     };
     const Case cases[] = {
-        {{1, 20000, 64}, 10},        // 16 lanes: 157 slabs of 128 positions
+        {{1, 20000, 64}, 10},        // 16 lanes: 157 slabs of a step of 128 positions, the last short
         {{1, 3000, 1032}, 0},        // two tiles of 256 lanes, the second 2 of them live
         {{3, 1500, 40, 4, 8}, 1},    // padded strides; 16 lanes, 24 of 64 rows spare
         {{2, 5000, 4}, 1},           // one lane: 512 slots
@@ -395,8 +395,8 @@ TEST_CASE("interleaved rows: interleaved_slabs' slabs against float64") {
             Strategy::interleaved_slabs);
     }
     // The caller's workspace (the pairs fold in slab and bundle order,
-    // whichever block finishes last): 250 slabs of 20 positions, 16
-    // bundles on 132 SMs.
+    // whichever block finishes last): 250 slabs planned at 20 positions,
+    // 625 steps of 8 dealt to them in turn, 16 bundles on 132 SMs.
     check_caller_workspace(dev, 5000, 1024);
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (interleaved_slabs runs on GPUs)");

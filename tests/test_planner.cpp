@@ -1286,7 +1286,7 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
                                                 : Strategy::interleaved_cluster;
             CHECK(p.kernel.strategy == want);
             if (slabbed) {
-              // Tiles of up to 256 lanes, slabs of whole slots that cover
+              // Tiles of up to 256 lanes, slabs sized at whole slots that cover
               // the column, none empty, a block a slab.
               const int lanes = p.rows_per_block / kInterleavedPack;
               CHECK(lanes <= kInterleavedSlabsLanesMax);
@@ -1298,6 +1298,9 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
               CHECK(p.chunk_elems * p.chunks_per_row >= cols);
               CHECK(p.chunk_elems * (p.chunks_per_row - 1) < cols);
               CHECK(p.kernel.vpt == interleaved_slabs_vpt(dt, bwd));
+              // The kernels deal the column's steps to the slabs in turn:
+              // each slab gets one at least.
+              CHECK(p.chunks_per_row <= (cols + slots * p.kernel.vpt - 1) / (slots * p.kernel.vpt));
               CHECK(p.geometry.grid == rows * p.inner_tiles * p.chunks_per_row);
               CHECK(p.finalize_geometry.grid == p.geometry.grid);
               CHECK(p.launch.dynamic_smem_bytes == 0);

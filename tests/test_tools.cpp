@@ -358,7 +358,7 @@ TEST_CASE("deviceinfo explains interleaved_stream and interleaved_slabs: columns
   CHECK(plan["interleaved"]["slab_bundles"] == 17);
   CHECK(plan["interleaved"]["workspace_bytes"] == duet::interleaved_slabs_workspace_bytes(1, 263, 1024));
   const Result text = deviceinfo("--props " + quoted(h100) + " --plan 1x65536x1024:f32");
-  CHECK(has(text.out, "263 slabs of 250 elements read line by line"));
+  CHECK(has(text.out, "263 slabs of 250 elements (steps of 8 lines dealt to the slabs in turn) read line by line"));
 }
 
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {

@@ -7,12 +7,15 @@
 // Such a row is read twice from DRAM whatever the order, so the order is
 // chosen for DRAM: a group is a tile of a.tile lanes of one outer row (up
 // to kInterleavedSlabsLanesMax lanes of packs, a whole line of up to 4 KiB
-// where inner allows), its column cut into a.chunks_per_row slabs of
-// interleaved_slab_length positions. A block takes a slab (a unit: group x
-// slabs + slab; the planner picks slabs so that the units fill about one
-// wave); its threads (lane, slot) = (t % tile, t / tile) hold VPT
-// packs of their lane at positions slot, slot + slots, ... of a step, so
-// the block reads the slab's lines whole and back to back.
+// where inner allows), its column cut into steps of slots x VPT lines
+// (the threads (lane, slot) = (t % tile, t / tile) of a block hold VPT
+// packs of their lane at positions slot, slot + slots, ... of a step) and
+// the steps dealt to a.chunks_per_row slabs: slab j takes steps j, j +
+// slabs, j + 2 slabs, ... A block takes a slab (a unit: group x slabs +
+// slab; the planner picks slabs so that the units fill about one wave), so
+// that a block reads whole lines back to back and the blocks together
+// sweep the column from its start, as a copy does (a slab of contiguous
+// steps each ran 1-2% slower: bench/NOTES.md v69).
 //
 // Partial kernel: each block reduces its slab to a (max, sum) pair per row
 // of the tile (backward: a sum), folds its slots in shared memory and
@@ -40,13 +43,14 @@ namespace duet::DUET_NS::kernels {
 
 // One unit as thread 0 decodes it into shared memory, so that the other
 // threads keep none of its 64-bit divisions in registers: the outer row r,
-// the tile's first row i0, the slab's positions [begin, end) in `steps`
-// steps of slots x VPT, and the workspace's places for it (softmax_args.hpp):
+// the tile's first row i0, the first position of the slab's first step and
+// its number of steps (slots x VPT positions each, slabs x slots x VPT
+// apart), and the workspace's places for it (softmax_args.hpp):
 // its group's counts, this slab's set of pairs (a pair per row of the
 // tile), the first set of its bundle and the bundle's own set, its group's
 // first bundle set and its results.
 struct SlabVisit {
-  std::int64_t r, i0, begin, end, steps;
+  std::int64_t r, i0, first, steps;
   unsigned* counts;
   float *slab_set, *bundle_first, *bundle_set, *bundle_sets, *results;
   int bundle, members, bundles, slabs;
@@ -64,16 +68,15 @@ __device__ __forceinline__ SlabVisit slab_visit(const SoftmaxArgs& a, std::int64
   const std::int64_t groups = a.rows * tiles;
   const std::int64_t slabs = a.chunks_per_row;
   const std::int64_t bundles = interleaved_slab_bundles(slabs);
-  const std::int64_t length = interleaved_slab_length(a.cols, slabs, slots);
   const std::int64_t step = std::int64_t(slots) * VPT;
+  const std::int64_t chunks = (a.cols + step - 1) / step;  // steps of the column
   const std::int64_t group = unit / slabs;
   const std::int64_t slab = unit - group * slabs;
   SlabVisit v;
   v.r = group / tiles;
   v.i0 = (group - v.r * tiles) * tile_rows;
-  v.begin = slab * length;
-  v.end = v.begin + length < a.cols ? v.begin + length : a.cols;
-  v.steps = v.end > v.begin ? (v.end - v.begin + step - 1) / step : 0;
+  v.first = slab * step;
+  v.steps = chunks > slab ? (chunks - 1 - slab) / slabs + 1 : 0;
   v.slabs = static_cast<int>(slabs);
   v.bundles = static_cast<int>(bundles);
   v.bundle = static_cast<int>(slab / kInterleavedSlabBundle);
@@ -158,7 +161,6 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   const int slot = tid / tile;
   const std::int64_t x_gap = slots * a.x_col_stride;  // between a thread's packs
   const std::int64_t dy_gap = BACKWARD ? slots * a.dy_col_stride : 0;
-  const std::int64_t step = std::int64_t(slots) * VPT;
   const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
   // One unit a block, block b taking unit b (a loop over units kept its
   // bounds and spilled, ptxas -v sm_80).
@@ -169,10 +171,11 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   const std::int64_t i = visit.i0 + std::int64_t(lane) * VEC;
   // The last tile's spare lanes take part in the folds only.
   const std::int64_t steps = i < a.inner ? visit.steps : 0;
-  const std::int64_t c0 = visit.begin + slot;
+  const std::int64_t c0 = visit.first + slot;
+  const std::int64_t stride = std::int64_t(visit.slabs) * VPT;  // a slab's steps apart, in a thread's packs
   const T* x = static_cast<const T*>(a.x) + visit.r * a.x_stride + c0 * a.x_col_stride + i;
   const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + visit.r * a.dy_stride + c0 * a.dy_col_stride + i : nullptr;
-  std::int64_t left = visit.end - c0;  // positions from this step's on
+  std::int64_t left = a.cols - c0;  // positions from this step's on
   float m[VEC], s[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
@@ -181,7 +184,7 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   }
 #pragma unroll 1
   for (std::int64_t n = 0; n < steps; ++n) {
-    // Places past the slab hold -inf forward and zeros backward.
+    // Places past the column hold -inf forward and zeros backward.
     V v[VPT];
     V g[BACKWARD ? VPT : 1];
     load_packs_or_neutral<T, V, VPT, BACKWARD, LoadHint::keep>(v, g, x, x_gap, dy, dy_gap,
@@ -195,9 +198,9 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
         online_add<VPT>(m[e], s[e], [&](int k) { return at(v[k], e); });
       }
     }
-    x += VPT * x_gap;
-    if constexpr (BACKWARD) dy += VPT * dy_gap;
-    left -= step;
+    x += stride * x_gap;
+    if constexpr (BACKWARD) dy += stride * dy_gap;
+    left -= stride * slots;
   }
   fold_slabs_slots<VEC, kPairs>(m, s, folded, slot, slots, tile);
   if (visit.slabs == 1) {
@@ -263,8 +266,9 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     }
   }
   // Steps from the slab's last: positions c + k x slots of each.
-  const std::int64_t c = visit.begin + (steps - 1) * std::int64_t(slots) * VPT + slot;
-  std::int64_t left = visit.end - c;  // positions of this step from c on
+  const std::int64_t stride = std::int64_t(visit.slabs) * VPT;  // a slab's steps apart, in a thread's packs
+  const std::int64_t c = visit.first + (steps - 1) * stride * slots + slot;
+  std::int64_t left = a.cols - c;  // positions of this step from c on (only the column's last step is short)
   const T* x = static_cast<const T*>(a.x) + visit.r * a.x_stride + c * a.x_col_stride + i;
   const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + visit.r * a.dy_stride + c * a.dy_col_stride + i : nullptr;
   T* out = static_cast<T*>(a.out) + visit.r * a.out_stride + c * a.out_col_stride + i;
@@ -288,9 +292,9 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
           o = make_pack<T, V>([&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
         store_words(reinterpret_cast<V*>(out + k * out_gap), o);
       }
-    x -= VPT * x_gap;
-    if constexpr (BACKWARD) dy -= VPT * dy_gap;
-    out -= VPT * out_gap;
+    x -= stride * x_gap;
+    if constexpr (BACKWARD) dy -= stride * dy_gap;
+    out -= stride * out_gap;
     left = std::int64_t(slots) * VPT;
   }
 }

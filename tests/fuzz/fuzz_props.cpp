@@ -229,8 +229,8 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
                    ctx);
     } else if (v.strategy == Strategy::interleaved_slabs) {
       // interleaved_slabs: packs on GPUs, tiles of up to 256 lanes, each
-      // tile's column in slabs of whole slots (enough, none empty), a block
-      // a slab; its counters and pairs in a workspace.
+      // tile's column in slabs sized at whole slots (enough, none empty), a
+      // block a slab; its counters and pairs in a workspace.
       FUZZ_CHECK(d.is_gpu() && s.vector_ok && s.options.allow_interleaved_slabs && v.vpt > 0, ctx);
       FUZZ_CHECK(lanes <= duet::kInterleavedSlabsLanesMax && p.launch.threads_per_block == duet::kInterleavedSlabsThreads,
                  ctx);

@@ -357,10 +357,10 @@ bool plan_interleaved_stream(const DeviceProps& dev, const SoftmaxShape& s, int 
 // visits of a chunk (`streamed`, its plan: the columns of the tiles whose
 // chunks alternate are more than half the L2), or wherever it would run
 // where forced: tiles of up to 256 lanes (a whole line of up to 4 KiB),
-// each column cut into slabs so that the units fill one wave (a tile's
-// slabs whole slots and at least a step of each). dim 0 of [65536, 1024] f32: streamed, its blocks read 128-byte
-// lines of 8 tiles and both passes from DRAM (bench/NOTES.md v67); as
-// slabs, whole 4 KiB lines back to back.
+// each column's steps dealt to slabs so that the units fill one wave (the
+// slabs sized at whole slots, at least a step each). dim 0 of [65536, 1024]
+// f32: streamed, its blocks read 128-byte lines of 8 tiles and both passes
+// from DRAM (bench/NOTES.md v67); as slabs, whole 4 KiB lines back to back.
 bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const Plan& streamed,
                             const AttributeSource& attributes, Plan& out) {
   if (!dev.is_gpu() || !s.vector_ok || !s.options.allow_interleaved_slabs) return false;
@@ -388,7 +388,8 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
           "too tall for the L2 between two passes of a chunk: tiles of " + std::to_string(p.rows_per_block) + " rows (" +
           std::to_string(lanes) + " lanes of " + std::to_string(kInterleavedPack) + "-row packs), each tile's rows in " +
           std::to_string(slabs) + (slabs == 1 ? " slab" : " slabs") + " of " + std::to_string(p.chunk_elems) +
-          " elements read line by line, " + std::to_string(vpt) + " packs a thread" +
+          " elements (steps of " + std::to_string(std::int64_t(slots) * vpt) +
+          " lines dealt to the slabs in turn) read line by line, " + std::to_string(vpt) + " packs a thread" +
           (s.backward ? " of each tensor" : "") + "; the slabs' pairs folded in bundles of " +
           std::to_string(kInterleavedSlabBundle) + ", then a second kernel writes, from the lines read last";
   out = std::move(p);
