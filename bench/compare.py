@@ -23,20 +23,31 @@ torch = None  # imported in main(): --replot needs neither torch nor duet
 duet = None
 
 
-def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None):
+def time_ms(fn, sets, warmup=5, repeats=15, batch=10, stats=None, budget_s=2.0):
     """Median per-launch device time of `batch` back-to-back launches between
-    two events, rotating over `sets` inputs. A device-side spin is queued
-    before the start event, so the host enqueues the batch while the device
-    is still busy: without it the host time of the first call (Python,
-    ctypes, argument checks) counted as device time, 1-4% at 256 MB for
-    whichever provider had the slower Python path. Host time per call is
+    two events, rotating over `sets` inputs. A call so slow that `repeats`
+    batches would take more than `budget_s` (torch's softmax over dim 0 of
+    a tall matrix: 80-150 ms a call, a minute of device time a shape) is
+    timed in fewer: batches of one, at least three of them. A device-side
+    spin is queued before the start event, so the host enqueues the batch
+    while the device is still busy: without it the host time of the first
+    call (Python, ctypes, argument checks) counted as device time, 1-4% at
+    256 MB for whichever provider had the slower Python path. Host time per call is
     reported on its own (host_us_per_call). `stats`, if given, receives the
     fastest and slowest batch (ms a launch) and the host's time to enqueue a
     batch, per launch (us): a host slower than the device would show there."""
     for i in range(warmup):
         fn(i % sets)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times, host, k = [], [], 0
+    start.record()
+    fn(warmup % sets)  # the next input of the rotation, as the timed calls go on
+    stop.record()
+    stop.synchronize()
+    one_s = start.elapsed_time(stop) * 1e-3
+    if one_s * batch * repeats > budget_s:
+        batch = 1
+        repeats = max(3, min(repeats, int(budget_s / max(one_s, 1e-9))))
+    times, host, k = [], [], warmup + 1
     # Python's garbage collector off while timing, as timeit does (it did
     # not remove the host stalls described at SPIN_CYCLES, but costs nothing).
     gc_was_enabled = gc.isenabled()
