@@ -14,8 +14,8 @@
 // slabs, j + 2 slabs, ... A block takes a slab (a unit: group x slabs +
 // slab; the planner picks slabs so that the units fill about one wave), so
 // that a block reads whole lines back to back and the blocks together
-// sweep the column from its start, as a copy does (a slab of contiguous
-// steps each ran 1-2% slower: bench/NOTES.md v69).
+// sweep the column from its start, as a copy does (faster than a slab of
+// contiguous steps each: bench/NOTES.md v69).
 //
 // Partial kernel: each block reduces its slab to a (max, sum) pair per row
 // of the tile (backward: a sum), folds its slots in shared memory and
