@@ -175,7 +175,9 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   const std::int64_t stride = std::int64_t(visit.slabs) * VPT;  // a slab's steps apart, in a thread's packs
   const T* x = static_cast<const T*>(a.x) + visit.r * a.x_stride + c0 * a.x_col_stride + i;
   const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + visit.r * a.dy_stride + c0 * a.dy_col_stride + i : nullptr;
-  std::int64_t left = a.cols - c0;  // positions from this step's on
+  // Positions from the slab's last step's on (only the column's last step
+  // is short; every other step is whole).
+  const std::int64_t last_left = a.cols - c0 - (steps - 1) * stride * slots;
   float m[VEC], s[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
@@ -183,12 +185,12 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     s[e] = 0.0f;
   }
 #pragma unroll 1
-  for (std::int64_t n = 0; n < steps; ++n) {
+  for (std::int64_t n = steps; n > 0; --n) {
     // Places past the column hold -inf forward and zeros backward.
     V v[VPT];
     V g[BACKWARD ? VPT : 1];
-    load_packs_or_neutral<T, V, VPT, BACKWARD, LoadHint::keep>(v, g, x, x_gap, dy, dy_gap,
-                                                                [&](int k) { return std::int64_t(k) * slots < left; });
+    load_packs_or_neutral<T, V, VPT, BACKWARD, LoadHint::keep>(
+        v, g, x, x_gap, dy, dy_gap, [&](int k) { return n > 1 || std::int64_t(k) * slots < last_left; });
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       if constexpr (BACKWARD) {
@@ -200,7 +202,6 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     }
     x += stride * x_gap;
     if constexpr (BACKWARD) dy += stride * dy_gap;
-    left -= stride * slots;
   }
   fold_slabs_slots<VEC, kPairs>(m, s, folded, slot, slots, tile);
   if (visit.slabs == 1) {
