@@ -43,14 +43,16 @@ namespace duet::DUET_NS::kernels {
 
 // One unit as thread 0 decodes it into shared memory, so that the other
 // threads keep none of its 64-bit divisions in registers: the outer row r,
-// the tile's first row i0, the first position of the slab's first step and
-// its number of steps (slots x VPT positions each, slabs x slots x VPT
-// apart), and the workspace's places for it (softmax_args.hpp):
+// the tile's first row i0, the first positions of the slab's first and
+// last steps and its number of steps (slots x VPT positions each, slabs x
+// slots x VPT apart; only the column's last step is short, so only a
+// slab's last step may be), and the workspace's places for it
+// (softmax_args.hpp):
 // its group's counts, this slab's set of pairs (a pair per row of the
 // tile), the first set of its bundle and the bundle's own set, its group's
 // first bundle set and its results.
 struct SlabVisit {
-  std::int64_t r, i0, first, steps;
+  std::int64_t r, i0, first, last, steps;
   unsigned* counts;
   float *slab_set, *bundle_first, *bundle_set, *bundle_sets, *results;
   int bundle, members, bundles, slabs;
@@ -77,6 +79,7 @@ __device__ __forceinline__ SlabVisit slab_visit(const SoftmaxArgs& a, std::int64
   v.i0 = (group - v.r * tiles) * tile_rows;
   v.first = slab * step;
   v.steps = chunks > slab ? (chunks - 1 - slab) / slabs + 1 : 0;
+  v.last = v.first + (v.steps - 1) * slabs * step;
   v.slabs = static_cast<int>(slabs);
   v.bundles = static_cast<int>(bundles);
   v.bundle = static_cast<int>(slab / kInterleavedSlabBundle);
@@ -175,9 +178,7 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   const std::int64_t stride = std::int64_t(visit.slabs) * VPT;  // a slab's steps apart, in a thread's packs
   const T* x = static_cast<const T*>(a.x) + visit.r * a.x_stride + c0 * a.x_col_stride + i;
   const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + visit.r * a.dy_stride + c0 * a.dy_col_stride + i : nullptr;
-  // Positions from the slab's last step's on (only the column's last step
-  // is short; every other step is whole).
-  const std::int64_t last_left = a.cols - c0 - (steps - 1) * stride * slots;
+  const std::int64_t last_left = a.cols - visit.last - slot;  // this thread's positions from the last step's on
   float m[VEC], s[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
@@ -268,24 +269,24 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
   }
   // Steps from the slab's last: positions c + k x slots of each.
   const std::int64_t stride = std::int64_t(visit.slabs) * VPT;  // a slab's steps apart, in a thread's packs
-  const std::int64_t c = visit.first + (steps - 1) * stride * slots + slot;
-  std::int64_t left = a.cols - c;  // positions of this step from c on (only the column's last step is short)
+  const std::int64_t c = visit.last + slot;
+  const std::int64_t last_left = a.cols - c;  // positions of the last step (n = 0) from c on
   const T* x = static_cast<const T*>(a.x) + visit.r * a.x_stride + c * a.x_col_stride + i;
   const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + visit.r * a.dy_stride + c * a.dy_col_stride + i : nullptr;
   T* out = static_cast<T*>(a.out) + visit.r * a.out_stride + c * a.out_col_stride + i;
 #pragma unroll 1
-  for (std::int64_t n = steps; n > 0; --n) {
+  for (std::int64_t n = 0; n < steps; ++n) {
     V v[VPT];
     V g[BACKWARD ? VPT : 1];
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
-      if (std::int64_t(k) * slots < left) {
+      if (n > 0 || std::int64_t(k) * slots < last_left) {
         v[k] = load_hinted<LoadHint::last_use>(reinterpret_cast<const V*>(x + k * x_gap));
         if constexpr (BACKWARD) g[k] = load_hinted<LoadHint::last_use>(reinterpret_cast<const V*>(dy + k * dy_gap));
       }
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
-      if (std::int64_t(k) * slots < left) {
+      if (n > 0 || std::int64_t(k) * slots < last_left) {
         V o;
         if constexpr (BACKWARD)
           o = make_pack<T, V>([&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
@@ -296,7 +297,6 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     x -= stride * x_gap;
     if constexpr (BACKWARD) dy -= stride * dy_gap;
     out -= stride * out_gap;
-    left = std::int64_t(slots) * VPT;
   }
 }
 
