@@ -99,8 +99,9 @@ __device__ __forceinline__ SlabVisit slab_visit(const SoftmaxArgs& a, std::int64
 }
 
 // Folds every slot's (m, s) of this thread's lane (PAIRS; else the sums s
-// alone) into slot 0's registers by a tree in `folded` (a pair per thread
-// and row of its lane). Ends with a barrier, after which `folded` is free.
+// alone) by a tree in `folded` (a pair per thread and row of its lane).
+// Ends with a barrier, after which folded[r] holds row r's pair for the
+// tile's rows r < tile x VEC (slot 0's places) and the rest is free.
 template <int VEC, bool PAIRS>
 __device__ __forceinline__ void fold_slabs_slots(float (&m)[VEC], float (&s)[VEC], float2* folded, int slot,
                                                  int slots, int tile) {
@@ -121,29 +122,70 @@ __device__ __forceinline__ void fold_slabs_slots(float (&m)[VEC], float (&s)[VEC
   });
 }
 
-// Folds `count` sets of pairs other blocks stored (fold_stored_sets) into
-// slot 0's registers.
-template <int VEC, bool PAIRS>
-__device__ __forceinline__ void fold_stored(float (&m)[VEC], float (&s)[VEC], const float* sets, std::int64_t count,
-                                            std::int64_t tile_rows, float2* folded, int lane, int slot, int slots,
-                                            int tile) {
-  fold_stored_sets<VEC, PAIRS>(m, s, sets, count, tile_rows, lane, slot, slots);
-  fold_slabs_slots<VEC, PAIRS>(m, s, folded, slot, slots, tile);
+// The sets of pairs move between blocks a row per thread, rows tid, tid +
+// blockDim, ...: a warp's 8-byte accesses cover 256 contiguous bytes.
+// (A thread's own lane's VEC pairs, 32 bytes, left gaps between a warp's
+// lanes: each 4-byte access of a warp touched 32 sectors; bench/NOTES.md
+// v71.)
+
+// folded[r] stored as a set of tile_rows pairs at `dst`. Other blocks of
+// this launch see it after this block's next count (last_to_arrive), the
+// finalize kernel after this launch.
+__device__ __forceinline__ void store_slab_set(float* dst, const float2* folded, int tile_rows) {
+  float2* const set = reinterpret_cast<float2*>(dst);
+  for (int r = static_cast<int>(threadIdx.x); r < tile_rows; r += static_cast<int>(blockDim.x)) set[r] = folded[r];
 }
 
-// Slot 0's pairs of its lane stored at `dst` (a set of tile_rows pairs),
-// visible device-wide before the caller's count.
-template <int VEC>
-__device__ __forceinline__ void store_lane_pairs(float* dst, const float (&m)[VEC], const float (&s)[VEC], int lane,
-                                                 int slot) {
-  if (slot != 0) return;
-  float* const mine = dst + 2 * std::int64_t(lane) * VEC;
+// Sets of each of its rows a thread has in flight in fold_slab_sets.
+inline constexpr int kSlabFoldBatch = 4;
+
+// `count` sets of pairs other blocks stored at `sets` folded row by row,
+// in set order (PAIRS; else the sums alone), into folded[r]: a thread
+// folds rows tid, tid + blockDim, ..., at most kSlabFoldRows of them (a
+// tile's rows over the block's threads, at the widest tile and a pack of
+// 4 rows), with kSlabFoldBatch sets of each in flight. Starts after a
+// barrier that ends every read of `folded`, ends with one.
+inline constexpr int kSlabFoldRows = kInterleavedSlabsLanesMax * 4 / kInterleavedSlabsThreads;
+template <int VEC, bool PAIRS>
+__device__ __forceinline__ void fold_slab_sets(const float* sets, int count, int tile_rows, float2* folded) {
+  static_assert(kInterleavedSlabsLanesMax * VEC <= kSlabFoldRows * kInterleavedSlabsThreads);
+  constexpr int ROWS = kSlabFoldRows;
+  constexpr int nt = kInterleavedSlabsThreads;
+  const int tid = static_cast<int>(threadIdx.x);
+  // Volatile 64-bit loads: past the non-coherent L1, one access a pair.
+  const volatile unsigned long long* const words = reinterpret_cast<const volatile unsigned long long*>(sets);
+  float m[ROWS], s[ROWS];
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    mine[2 * e] = m[e];
-    mine[2 * e + 1] = s[e];
+  for (int j = 0; j < ROWS; ++j) {
+    m[j] = kNegInf;
+    s[j] = 0.0f;
   }
-  __threadfence();
+#pragma unroll 1
+  for (int n0 = 0; n0 < count; n0 += kSlabFoldBatch) {
+    unsigned long long w[ROWS][kSlabFoldBatch];
+#pragma unroll
+    for (int j = 0; j < ROWS; ++j)
+#pragma unroll
+      for (int b = 0; b < kSlabFoldBatch; ++b)
+        if (tid + j * nt < tile_rows && n0 + b < count)
+          w[j][b] = words[std::int64_t(n0 + b) * tile_rows + tid + j * nt];
+#pragma unroll
+    for (int j = 0; j < ROWS; ++j)
+#pragma unroll
+      for (int b = 0; b < kSlabFoldBatch; ++b)
+        if (tid + j * nt < tile_rows && n0 + b < count) {
+          const float pm = __uint_as_float(static_cast<unsigned>(w[j][b]));
+          const float ps = __uint_as_float(static_cast<unsigned>(w[j][b] >> 32));
+          if constexpr (PAIRS)
+            combine_pair(m[j], s[j], pm, ps);
+          else
+            s[j] += ps;
+        }
+  }
+#pragma unroll
+  for (int j = 0; j < ROWS; ++j)
+    if (tid + j * nt < tile_rows) folded[tid + j * nt] = make_float2(m[j], s[j]);
+  __syncthreads();
 }
 
 template <class T, int VEC>
@@ -205,34 +247,39 @@ __global__ void __launch_bounds__(kInterleavedSlabsThreads, 2) interleaved_slabs
     if constexpr (BACKWARD) dy += stride * dy_gap;
   }
   fold_slabs_slots<VEC, kPairs>(m, s, folded, slot, slots, tile);
+  const int tile_rows = tile * VEC;
   if (visit.slabs == 1) {
-    store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
+    store_slab_set(visit.results, folded, tile_rows);
     return;
   }
   // Whether this block is the last of `expected` to count at `count`;
-  // if so, the others' stored pairs are visible to it.
+  // if so, the others' stored pairs are visible to it. One fence a block
+  // on each side of the count, as a grid barrier has: the barrier orders
+  // the block's stores before thread 0's fence and count, and the other
+  // threads' loads after thread 0's fence.
   const auto last_to_arrive = [&](unsigned* count, int expected) {
     __syncthreads();
-    if (tid == 0) last = atomicAdd(count, 1u) + 1 == static_cast<unsigned>(expected);
+    if (tid == 0) {
+      __threadfence();
+      last = atomicAdd(count, 1u) + 1 == static_cast<unsigned>(expected);
+      if (last) __threadfence();
+    }
     __syncthreads();
-    if (last) __threadfence();
     return last != 0;
   };
   // The slab's pairs, then the bundle's count; the bundle's last folds
   // the bundle's sets, and the group's last bundle the bundles'.
-  store_lane_pairs<VEC>(visit.slab_set, m, s, lane, slot);
+  store_slab_set(visit.slab_set, folded, tile_rows);
   if (!last_to_arrive(&visit.counts[visit.bundle], visit.members)) return;
-  fold_stored<VEC, kPairs>(m, s, visit.bundle_first, visit.members, std::int64_t(tile) * VEC, folded, lane, slot,
-                           slots, tile);
+  fold_slab_sets<VEC, kPairs>(visit.bundle_first, visit.members, tile_rows, folded);
   if (visit.bundles == 1) {
-    store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
+    store_slab_set(visit.results, folded, tile_rows);
     return;
   }
-  store_lane_pairs<VEC>(visit.bundle_set, m, s, lane, slot);
+  store_slab_set(visit.bundle_set, folded, tile_rows);
   if (!last_to_arrive(&visit.counts[visit.bundles], visit.bundles)) return;
-  fold_stored<VEC, kPairs>(m, s, visit.bundle_sets, visit.bundles, std::int64_t(tile) * VEC, folded, lane, slot, slots,
-                           tile);
-  store_lane_pairs<VEC>(visit.results, m, s, lane, slot);
+  fold_slab_sets<VEC, kPairs>(visit.bundle_sets, visit.bundles, tile_rows, folded);
+  store_slab_set(visit.results, folded, tile_rows);
 }
 
 template <class T, int VEC, int VPT, bool BACKWARD>
