@@ -343,6 +343,29 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   prefer.options.prefer_clusters = true;
   CHECK(plan_softmax(h100, prefer, recorded(h100)).kernel.strategy == Strategy::cluster_row);
   CHECK(plan_softmax(h100, prefer, recorded(h100)).chunks_per_row == 8);  // 8 x 128 threads
+  // Few rows (a block a row would leave half the 132 SMs idle or more)
+  // take the cluster too, and say why; the cached plans are keyed by it.
+  CHECK(few_rows(h100, 1));
+  CHECK(few_rows(h100, 66));
+  CHECK_FALSE(few_rows(h100, 67));
+  CHECK_FALSE(few_rows(h100, 0));
+  CHECK_FALSE(few_rows(DeviceProps{}, 1));  // the host backend
+  for (const std::int64_t rows : {1, 8, 66}) {
+    CAPTURE(rows);
+    const Plan few = plan_softmax(h100, {DType::f32, false, rows, 32768, true}, recorded(h100));
+    CHECK(few.kernel.strategy == Strategy::cluster_row);
+    CHECK(few.why.find("few rows") != std::string::npos);
+    // A row or two (16-block clusters fill at most a quarter of the SMs):
+    // clusters of 16, where 8 blocks were the plan.
+    CHECK(lone_rows(h100, rows) == (rows <= 2));
+    CHECK(few.chunks_per_row == (rows <= 2 ? 16 : 8));
+    const Plan bf16 = plan_softmax(h100, {DType::bf16, false, rows, 131072, true}, recorded(h100));
+    CHECK(bf16.kernel.strategy == Strategy::cluster_row);
+    CHECK(bf16.chunks_per_row == (rows <= 2 ? 16 : 8));
+  }
+  CHECK_FALSE(lone_rows(DeviceProps{}, 1));
+  CHECK(plan_softmax(h100, {DType::f32, false, 67, 32768, true}, recorded(h100)).kernel.strategy ==
+        Strategy::block_row);
   CHECK(plan(h100, 16384).kernel.strategy == Strategy::block_row);
   // 16-bit rows that block_row holds only once an SM take a cluster (bf16
   // 65536: 1024 x 8 vectors once an SM, or 8 blocks of 128 x 8, eight an SM).

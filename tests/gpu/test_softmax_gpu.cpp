@@ -117,6 +117,30 @@ TEST_CASE("many more rows than the grid holds") {
     }
 }
 
+TEST_CASE("few rows: spread over clusters where the device launches them, the float64 reference's result") {
+  const Device dev = duet::testing::first_gpu();
+  // Rows one block_row holds once an SM (f32 32768) and cluster rows of 8
+  // blocks (f32 65536, bf16 131072), at row counts that are lone (1, 2),
+  // few (8, 66) and not (67), with uneven and odd lengths beside them.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (std::int64_t cols : {32768, 32771, 65536, 131072})
+      for (std::int64_t rows : {1, 2, 8, 66, 67})
+        for (bool bwd : {false, true}) {
+          Case c;
+          c.dtype = dt;
+          c.rows = rows;
+          c.cols = cols;
+          c.backward = bwd;
+          c.op = rows % 2 ? Op::softmax : Op::log_softmax;
+          const duet::testing::Outcome o = run_case(dev, c);
+          expect_ok(c, o);
+          if (dev.props().cluster_launch && !bwd && dt == DType::f32 && cols == 32768) {
+            INFO(c.name(), " via ", o.variant);
+            CHECK((o.variant.rfind("cluster_row<", 0) == 0) == few_rows(dev.props(), rows));
+          }
+        }
+}
+
 TEST_CASE("strided, in-place and misaligned calls") {
   const Device dev = duet::testing::first_gpu();
   for (DType dt : {DType::f32, DType::bf16})

@@ -215,6 +215,17 @@ using ClusterSource = std::function<int(int variant, int threads, int cluster_bl
 DUET_API Plan plan_softmax(const DeviceProps& dev, const SoftmaxShape& shape, const AttributeSource& attributes,
                            const ClusterSource& clusters = {});
 
+// Whether `rows` rows are few for the device: one block a row would leave
+// at least half its SMs idle. Where they are, a row that one block holds
+// only once an SM is spread over a cluster's blocks (more SMs, each with a
+// shorter share to load), as DUET_CLUSTER=prefer does for every row count.
+// Plans are cached by this bit and lone_rows', not by the row count.
+DUET_API bool few_rows(const DeviceProps& dev, std::int64_t rows);
+// Fewer still: clusters of the most blocks would fill at most a quarter of
+// the SMs (a row or two on an H100). Such rows take clusters of the most
+// blocks the device allows.
+DUET_API bool lone_rows(const DeviceProps& dev, std::int64_t rows);
+
 // The part of a plan that depends on the row count: grid sizes and the
 // workspace. grid_for computes it; set_grid stores it in the plan. Both throw
 // duet::Error(invalid_argument) for more rows than one launch addresses

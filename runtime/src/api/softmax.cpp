@@ -83,8 +83,10 @@ RowLayout layout_of_call(const SoftmaxCall& c) {
 
 // ------------------------------------------------------------- caches
 // (options generation, backend, ordinal, dtype, backward, vector path,
-// edges, dense rows, cols, interleaved rows an outer row or 0)
-using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t>;
+// edges, dense rows, cols, interleaved rows an outer row or 0, few rows,
+// lone rows)
+using PlanKey =
+    std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t, bool, bool>;
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
@@ -115,7 +117,8 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
                         std::int64_t rows, std::int64_t cols, std::int64_t inner = 0) {
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
-    const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols, inner};
+    const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols, inner,
+                      few_rows(dev.props(), rows), lone_rows(dev.props(), rows)};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
       const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};

@@ -115,6 +115,12 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
          ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
     blocks *= 2;
   while (blocks < std::min(s.options.min_cluster_blocks, most)) blocks *= 2;
+  // A row or two alone on the device: the most blocks a cluster, so that
+  // each loads the least (H100 in a CUDA graph, M = 1: f32 N = 65536 5.2
+  // -> 4.5 us, bf16 N = 131072 5.8 -> 5.0 us as 16 blocks against 8; at M =
+  // 8, 16 blocks ran slower: bench/NOTES.md v75).
+  const int sized = blocks;
+  if (lone_rows(dev, s.rows)) blocks = most;
   const std::int64_t slice = ceil_div(nv, blocks);
   const int threads = static_cast<int>(
       std::clamp<std::int64_t>(ceil_div(ceil_div(slice, vpt), 64) * 64, 128, kClusterRowMaxThreads));
@@ -124,6 +130,7 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   out.chunk_elems = slice * vec;
   out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
             std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
+  if (blocks != sized) out.why += " (a row or two: the most blocks a cluster, the least to load a block)";
   return out.exact.blocks_per_sm >= 1;
 }
 
@@ -472,6 +479,13 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
 
 }  // namespace
 
+bool few_rows(const DeviceProps& dev, std::int64_t rows) {
+  return dev.is_gpu() && rows >= 1 && rows * 2 <= dev.sm_count;
+}
+bool lone_rows(const DeviceProps& dev, std::int64_t rows) {
+  return dev.is_gpu() && rows >= 1 && rows * 4 * kMaxClusterBlocks <= dev.sm_count;
+}
+
 Grid grid_for(const Plan& p, std::int64_t rows) {
   const std::int64_t chunks = std::max(p.chunks_per_row, 1);
   // The messages are built only on failure: this runs on every call.
@@ -684,11 +698,18 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       // as clusters of two (0.82 / 0.84 / 0.87 with v21's sizes); float32 keeps block_row (N = 24576 / 32768: 0.92
       // against 0.85; bench/NOTES.md, v20). DUET_CLUSTER=prefer asks for
       // clusters for every type.
+      // Few rows (few_rows) take the cluster too, every type: f32 rows of
+      // 32768 in a CUDA graph ran 5.8 -> 4.0 us a call at M = 1 and 6.5 ->
+      // 4.3 us at M = 8 (H100; bench/NOTES.md v75).
       Plan clustered;
-      const bool prefer = s.options.prefer_clusters || dtype_size(s.dtype) == 2;
+      const bool few = few_rows(dev, s.rows);
+      const bool prefer = s.options.prefer_clusters || dtype_size(s.dtype) == 2 || few;
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
-          plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2)
+          plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2) {
         plan = std::move(clustered);
+        if (few && !s.options.prefer_clusters && dtype_size(s.dtype) != 2)
+          plan.why += " (few rows: one block a row would leave most SMs idle)";
+      }
     } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan)) {
       fits = true;
     } else {
