@@ -2,6 +2,7 @@
 // reports where no GPU is present.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -354,7 +355,8 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
     CAPTURE(rows);
     const Plan few = plan_softmax(h100, {DType::f32, false, rows, 32768, true}, recorded(h100));
     CHECK(few.kernel.strategy == Strategy::cluster_row);
-    CHECK(few.why.find("few rows") != std::string::npos);
+    CHECK(few.why.find(rows <= 2 ? "(a row or two alone on the device" : "(few rows") != std::string::npos);
+    CHECK(std::count(few.why.begin(), few.why.end(), '(') == 1);
     // A row or two (16-block clusters fill at most a quarter of the SMs):
     // clusters of 16, where 8 blocks were the plan.
     CHECK(lone_rows(h100, rows) == (rows <= 2));

@@ -130,7 +130,7 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   out.chunk_elems = slice * vec;
   out.why = "row of " + std::to_string(nv) + " vectors over a cluster of " + std::to_string(blocks) + " blocks: " +
             std::to_string(threads) + " threads x " + std::to_string(vpt) + " vectors each, in registers";
-  if (blocks != sized) out.why += " (a row or two: the most blocks a cluster, the least to load a block)";
+  if (blocks != sized) out.why += " (a row or two alone on the device: the most blocks a cluster, the least to load a block)";
   return out.exact.blocks_per_sm >= 1;
 }
 
@@ -707,7 +707,7 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
       if (prefer && fits && plan.exact.blocks_per_sm == 1 &&
           plan_cluster_row(dev, s, vec, edges, nv, attributes, clustered) && clustered.exact.blocks_per_sm >= 2) {
         plan = std::move(clustered);
-        if (few && !s.options.prefer_clusters && dtype_size(s.dtype) != 2)
+        if (few && !lone_rows(dev, s.rows) && !s.options.prefer_clusters && dtype_size(s.dtype) != 2)
           plan.why += " (few rows: one block a row would leave most SMs idle)";
       }
     } else if (plan_cluster_row(dev, s, vec, edges, nv, attributes, plan)) {
