@@ -123,7 +123,8 @@ __device__ __forceinline__ void fold_slabs_slots(float (&m)[VEC], float (&s)[VEC
 }
 
 // The sets of pairs move between blocks a row per thread, rows tid, tid +
-// blockDim, ...: a warp's 8-byte accesses cover 256 contiguous bytes.
+// kInterleavedSlabsThreads, ...: a warp's 8-byte accesses cover 256
+// contiguous bytes.
 // (A thread's own lane's VEC pairs, 32 bytes, left gaps between a warp's
 // lanes: each 4-byte access of a warp touched 32 sectors; bench/NOTES.md
 // v71.)
@@ -133,7 +134,7 @@ __device__ __forceinline__ void fold_slabs_slots(float (&m)[VEC], float (&s)[VEC
 // finalize kernel after this launch.
 __device__ __forceinline__ void store_slab_set(float* dst, const float2* folded, int tile_rows) {
   float2* const set = reinterpret_cast<float2*>(dst);
-  for (int r = static_cast<int>(threadIdx.x); r < tile_rows; r += static_cast<int>(blockDim.x)) set[r] = folded[r];
+  for (int r = static_cast<int>(threadIdx.x); r < tile_rows; r += kInterleavedSlabsThreads) set[r] = folded[r];
 }
 
 // Sets of each of its rows a thread has in flight in fold_slab_sets.
@@ -141,11 +142,11 @@ inline constexpr int kSlabFoldBatch = 4;
 
 // `count` sets of pairs other blocks stored at `sets` folded row by row,
 // in set order (PAIRS; else the sums alone), into folded[r]: a thread
-// folds rows tid, tid + blockDim, ..., at most kSlabFoldRows of them (a
-// tile's rows over the block's threads, at the widest tile and a pack of
-// 4 rows), with kSlabFoldBatch sets of each in flight. Starts after a
-// barrier that ends every read of `folded`, ends with one.
-inline constexpr int kSlabFoldRows = kInterleavedSlabsLanesMax * 4 / kInterleavedSlabsThreads;
+// folds rows tid, tid + kInterleavedSlabsThreads, ..., at most
+// kSlabFoldRows of them (the widest tile's rows over the block's threads),
+// with kSlabFoldBatch sets of each in flight. Starts after a barrier that
+// ends every read of `folded`, ends with one.
+inline constexpr int kSlabFoldRows = kInterleavedSlabsLanesMax * kInterleavedPack / kInterleavedSlabsThreads;
 template <int VEC, bool PAIRS>
 __device__ __forceinline__ void fold_slab_sets(const float* sets, int count, int tile_rows, float2* folded) {
   static_assert(kInterleavedSlabsLanesMax * VEC <= kSlabFoldRows * kInterleavedSlabsThreads);
