@@ -29,12 +29,80 @@
 
 namespace duet::DUET_NS::kernels {
 
-// Every slot's values of this thread's lane combined by `op`, for every
-// thread of the lane, VEC values a thread a step. Ends with the scratch
-// free again.
+// The slots' reductions of a lane (every slot's values of this thread's
+// lane combined, every thread of the lane getting the result), in two
+// barriers: the slots a warp holds combine by shuffles (tile is a power of
+// two, so lanes t and t ^ (a multiple of tile) hold the same lane), the
+// first slot of each warp stores the warp's part, and after a barrier a
+// thread a row of the tile combines the parts in warp order into the
+// result, which every thread reads after the second. (A tree over the
+// slots in shared memory took a barrier a level, two trees a forward:
+// 14 barriers a tile at 26 slots; bench/NOTES.md v77.)
+// The scratch: kSlotScratchFloats<VEC, threads> floats, the warps' parts
+// first, the result after them. A reduction writes the parts only after
+// every thread has passed the previous one's second barrier (having read
+// its result), and the result only after its own first (every thread has
+// stored its part, so none still reads the previous result): consecutive
+// reductions need no barrier between them.
+inline constexpr int kSlotResultFloats = 2 * kInterleavedLanesMax * kInterleavedPack;
+template <int VEC, int THREADS>
+inline constexpr int kSlotScratchFloats = 2 * THREADS * VEC + kSlotResultFloats;
+
+// Folds (a, b) into a by `combine` over the slots of this thread's lane:
+// V is float (one value a row) or float2 (a pair).
+template <int VEC, class V, class Combine>
+__device__ __forceinline__ void reduce_slots(V (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
+                                             Combine combine) {
+  constexpr int W = DUET_DEVICE_WARP_SIZE;
+  const auto shuffle = [](V x, int offset) {
+    if constexpr (sizeof(V) == sizeof(float)) {
+      return __shfl_xor_sync(DUET_FULL_MASK, x, offset, W);
+    } else {
+      return make_float2(__shfl_xor_sync(DUET_FULL_MASK, x.x, offset, W),
+                         __shfl_xor_sync(DUET_FULL_MASK, x.y, offset, W));
+    }
+  };
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    for (int offset = tile; offset < W; offset *= 2) v[e] = combine(v[e], shuffle(v[e], offset));
+  // Slots a warp holds (1 where a tile spans a warp or more), and the parts.
+  const int per_warp = tile < W ? W / tile : 1;
+  const int parts = (slots + per_warp - 1) / per_warp;
+  V* const part = reinterpret_cast<V*>(scratch);
+  V* const result = reinterpret_cast<V*>(scratch + 2 * static_cast<int>(blockDim.x) * VEC);
+  if (slot % per_warp == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) part[(slot / per_warp * tile + lane) * VEC + e] = v[e];
+  __syncthreads();
+  // Row r of the tile (lane r / VEC, element r % VEC) is thread r %
+  // threads's: where a block has fewer threads than the tile has rows
+  // (fewer slots than VEC), a thread takes several.
+#pragma unroll 1
+  for (int r = static_cast<int>(threadIdx.x); r < tile * VEC; r += static_cast<int>(blockDim.x)) {
+    V all = part[r];
+    for (int p = 1; p < parts; ++p) all = combine(all, part[p * tile * VEC + r]);
+    result[r] = all;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) v[e] = result[lane * VEC + e];
+}
+
 template <int VEC, class Op>
 __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
                                              Op op) {
+  reduce_slots<VEC>(v, scratch, lane, slot, tile, slots, op);
+}
+
+// The same by a tree over the slots in shared memory (a barrier a level,
+// one more at each end; 2 x threads x VEC floats of scratch). The register
+// tiles keep it for backward and 16-bit forwards: with reduce_slots
+// beside their packs they took more registers (sm_90 backward 54 -> 64,
+// fewer blocks an SM) and ran slower at a few slots a tile (bench/NOTES.md
+// v77).
+template <int VEC, class Op>
+__device__ __forceinline__ void tree_across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile,
+                                                  int slots, Op op) {
   float* mine = scratch + (slot * tile + lane) * VEC;
 #pragma unroll
   for (int e = 0; e < VEC; ++e) mine[e] = v[e];
@@ -53,30 +121,18 @@ __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, in
 template <int VEC>
 __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VEC], float* scratch, int lane,
                                                   int slot, int tile, int slots) {
-  float* ms = scratch + (slot * tile + lane) * VEC;
-  float* ss = ms + slots * tile * VEC;
+  float2 p[VEC];
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    ms[e] = m[e];
-    ss[e] = s[e];
-  }
-  __syncthreads();
-  slot_tree(slot, slots, [&](int half) {
-    const float* om = ms + half * tile * VEC;
-    const float* os = ss + half * tile * VEC;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float row_m = fmaxf(ms[e], om[e]);
-      ss[e] = rescale(ss[e], ms[e], row_m) + rescale(os[e], om[e], row_m);
-      ms[e] = row_m;
-    }
+  for (int e = 0; e < VEC; ++e) p[e] = make_float2(m[e], s[e]);
+  reduce_slots<VEC>(p, scratch, lane, slot, tile, slots, [](float2 a, float2 b) {
+    combine_pair(a.x, a.y, b.x, b.y);
+    return a;
   });
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
-    m[e] = scratch[lane * VEC + e];
-    s[e] = scratch[slots * tile * VEC + lane * VEC + e];
+    m[e] = p[e].x;
+    s[e] = p[e].y;
   }
-  __syncthreads();
 }
 
 template <int VEC>
@@ -90,7 +146,9 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
   // state and its addresses take the rest of 64 registers), 6 single
   // elements (3 of each tensor backward; 8 and 4 spilled 8 bytes on sm_80).
   constexpr int K = VEC == 1 ? (BACKWARD ? 3 : 6) : (BACKWARD ? 16 : 32) / int(sizeof(V));
-  __shared__ float scratch[2 * kInterleavedThreads<VEC> * VEC];
+  // Trees only (registers, backward or 16-bit forward), else reduce_slots.
+  constexpr bool kTrees = VPT > 0 && (BACKWARD || sizeof(T) == 2);
+  __shared__ float scratch[kTrees ? 2 * kInterleavedThreads<VEC> * VEC : kSlotScratchFloats<VEC, kInterleavedThreads<VEC>>];
   const int tile = a.tile;
   const int slots = static_cast<int>(blockDim.x) / tile;
   const int lane = static_cast<int>(threadIdx.x) % tile;
@@ -144,7 +202,7 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
           for (int k = 0; k < VPT; ++k)
             if (has(k)) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
         }
-        across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
 #pragma unroll
         for (int k = 0; k < VPT; ++k)
           if (has(k))
@@ -157,14 +215,30 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
 #pragma unroll
           for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], at(v[k], e));
         }
-        across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
+        if constexpr (sizeof(T) == 4) {
+          // The thread's pair: its max, then its sum shifted by it (by 0
+          // where it holds no finite value, so that s stays 0 or NaN); one
+          // reduction of the pairs over the slots.
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          s[e] = 0.0f;
+          for (int e = 0; e < VEC; ++e) {
+            const float shift = m[e] == kNegInf ? 0.0f : m[e];
+            s[e] = 0.0f;
 #pragma unroll
-          for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), m[e]);
+            for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), shift);
+          }
+          pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
+        } else {
+          // The max over the slots first, then the sums, by trees: a pair
+          // a row beside 16-bit packs of 6 and 7 spilled (ptxas -v sm_90).
+          tree_across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            s[e] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), m[e]);
+          }
+          tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
         }
-        across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
 #pragma unroll
         for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
 #pragma unroll
@@ -453,17 +527,18 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
 template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 interleaved_held[];
-  __shared__ float2 scratch[kInterleavedSmemThreads * VEC];  // the tree's floats
-  interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, reinterpret_cast<float*>(scratch), nullptr);
+  __shared__ float scratch[kSlotScratchFloats<VEC, kInterleavedSmemThreads>];  // the slots' reductions
+  interleaved_smem_body<T, VEC, BACKWARD, false>(a, interleaved_held, scratch, nullptr);
 }
 
 template <class T, int VEC, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedSmemThreads, 2) interleaved_cluster_kernel(SoftmaxArgs a) {
 #if DUET_DEVICE_CLUSTERS
   extern __shared__ float4 interleaved_held[];
-  __shared__ float2 scratch[kInterleavedSmemThreads * VEC];  // the tree's floats, then the cluster's pairs
+  // The slots' reductions, then the cluster's pairs (in the parts' place).
+  __shared__ float scratch[kSlotScratchFloats<VEC, kInterleavedSmemThreads>];
   __shared__ InterleavedClusterShared shared;
-  interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, reinterpret_cast<float*>(scratch), &shared);
+  interleaved_smem_body<T, VEC, BACKWARD, true>(a, interleaved_held, scratch, &shared);
 #else
   (void)a;
 #endif  // DUET_DEVICE_CLUSTERS
