@@ -385,6 +385,16 @@ TEST_CASE("interleaved rows: interleaved_slabs' slabs against float64") {
         CHECK(interleaved_slab_bundles(p.chunks_per_row) == k.bundles);
         if (k.shape.rows == 300) CHECK(p.chunks_per_row == 1);
       }
+    // The slabs a tile follow the outer rows: the columns of the 300-row
+    // case, now of one outer row, take slabs enough to fill the device,
+    // not the cached 300-row plan's one a tile.
+    const Plan one_row = plan_of({1, 1100, 16});
+    CHECK(one_row.kernel.strategy == Strategy::interleaved_slabs);
+    CHECK(one_row.chunks_per_row > 1);
+    CHECK(one_row.chunks_per_row > plan_of({300, 1100, 16}).chunks_per_row);
+    for (bool backward : {false, true})
+      CHECK(run_case(dev, {1, 1100, 16}, DType::f32, Op::softmax, backward, false).strategy ==
+            Strategy::interleaved_slabs);
     for (DType dtype : {DType::f32, DType::bf16}) {
       for (bool backward : {false, true})
         CHECK(run_case(dev, {2, 3000, 32, 4, 4}, dtype, Op::softmax, backward, true).strategy ==

@@ -84,9 +84,19 @@ RowLayout layout_of_call(const SoftmaxCall& c) {
 // ------------------------------------------------------------- caches
 // (options generation, backend, ordinal, dtype, backward, vector path,
 // edges, dense rows, cols, interleaved rows an outer row or 0, few rows,
-// lone rows)
-using PlanKey =
-    std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t, bool, bool>;
+// lone rows, interleaved outer rows or -1)
+using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t, bool,
+                           bool, std::int64_t>;
+
+// The outer rows an interleaved plan is cached for: interleaved_stream's
+// tiles that alternate and interleaved_slabs' slabs a tile follow the
+// outer rows (so that their units fill the resident blocks) up to the
+// most blocks the device holds at once (32 an SM), past which they are
+// the same plan. -1 for plain rows (few_rows and lone_rows classify them).
+std::int64_t outer_rows_class(const Device& dev, std::int64_t rows, std::int64_t inner) {
+  if (inner <= 0) return -1;
+  return std::min<std::int64_t>(rows, std::int64_t(std::max(dev.props().sm_count, 1)) * 32);
+}
 
 std::mutex g_plan_mutex;
 std::map<PlanKey, Plan> g_plans;
@@ -118,7 +128,7 @@ const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec,
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols, inner,
-                      few_rows(dev.props(), rows), lone_rows(dev.props(), rows)};
+                      few_rows(dev.props(), rows), lone_rows(dev.props(), rows), outer_rows_class(dev, rows, inner)};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
       const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};
