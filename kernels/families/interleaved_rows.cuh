@@ -48,8 +48,11 @@ inline constexpr int kSlotResultFloats = 2 * kInterleavedLanesMax * kInterleaved
 template <int VEC, int THREADS>
 inline constexpr int kSlotScratchFloats = 2 * THREADS * VEC + kSlotResultFloats;
 
-// Folds (a, b) into a by `combine` over the slots of this thread's lane:
-// V is float (one value a row) or float2 (a pair).
+// Combines each row's values over the slots of this thread's lane by
+// combine(a, b): V is float (a value a row) or float2 (a (max, sum) pair).
+// Every thread of a block takes part (shuffles over whole warps); the
+// block's threads are whole warps (tile x slots, planner.cpp's
+// slots_for).
 template <int VEC, class V, class Combine>
 __device__ __forceinline__ void reduce_slots(V (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
                                              Combine combine) {
