@@ -232,8 +232,10 @@ constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
 // says how many loads in flight): 64 bytes of packs forward (48 of 16-bit
 // types), 32 of each of two tensors backward, 8 single elements (4 of each
 // tensor backward); blocks of at most 1024 threads (512 for packs, whose
-// slots' partials take VEC times the shared memory), 1024 threads an SM at
-// 64 registers a thread, no spills (ptxas -v, sm_80 and sm_90).
+// slots' partials take VEC times the shared memory), at most 64 registers
+// a thread, fewer for some entries (kInterleavedRegisters,
+// kernels/families/interleaved_rows.cuh), no spills (ptxas -v, sm_80 and
+// sm_90).
 // 16-bit forwards on packs also have 7 loads a thread (64 registers on
 // sm_90, no spills; sm_80 spills, so they are built for NVIDIA sm_90 and
 // later only; interleaved_vpt_wide), taken where a row then needs fewer
@@ -346,6 +348,9 @@ inline constexpr std::array<P, 6> kGroupRows{P::vec, P::group, P::vpt, P::rows, 
 inline constexpr std::array<P, 6> kPackVpt{P::vec, P::vpt, P::backward, P::edges};
 inline constexpr std::array<P, 6> kPackVptForward{P::vec, P::vpt, P::edges};
 inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
+// interleaved_rows: the same, then the constant that picks its kernel's
+// register bounds (kernels/families/interleaved_rows.cuh).
+inline constexpr std::array<P, 6> kPackVptBounds{P::vec, P::vpt, P::backward, P::constant};
 inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward};
 inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
@@ -366,7 +371,7 @@ inline constexpr std::array<FamilyInfo, 14> kFamilies{{
      WorkUnit::chunk_visit, true, false, true, false, LayoutRule::rows},
     {Strategy::flat_rows, "flat_rows", false, family_params::kFlat, kFlatRowsBlock, kFlatRowsBlock,
      WorkUnit::row_tile, false, false, false, true, LayoutRule::dense_rows},
-    {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptNoEdges,
+    {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptBounds,
      interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, false, false, false,
      false, LayoutRule::interleaved},
     {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,

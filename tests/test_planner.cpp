@@ -1419,6 +1419,32 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
       CHECK(p.kernel.vpt == vpt);
       CHECK(p.rows_per_block / kInterleavedPack == lanes);
     }
+    // The register entries' registers (kInterleavedRegisters) on the H100:
+    // backward tiles of rows of 100 (13 warps) three an SM, f32 forward
+    // tiles of rows of 21 (6 warps) six.
+    if (d.vendor == Vendor::nvidia) {
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO(to_string(dt), " backward, rows of 100");
+        const Plan p = plan(8, 100, 4096, dt, true, true);
+        CHECK(p.kernel.strategy == Strategy::interleaved_rows);
+        CHECK(p.launch.threads_per_block == 416);
+        CHECK(p.attributes.regs_per_thread <= 48);
+        CHECK(p.exact.blocks_per_sm == 3);
+      }
+      const Plan p = plan(8, 21, 65536, DType::f32, false, true);
+      CHECK(p.kernel.strategy == Strategy::interleaved_rows);
+      CHECK(p.launch.threads_per_block == 192);
+      CHECK(p.exact.blocks_per_sm == 6);
+      // The tile that keeps the most rows resident: f32 rows of 100
+      // forward in 8 lanes (28 slots, 5 blocks an SM: 40 lanes) rather
+      // than 16 (26 slots, 2 blocks: 32 lanes); rows of 21 in 32 lanes,
+      // as many as 16 lanes keep (the wider of the two).
+      const Plan q = plan(8, 100, 4096, DType::f32, false, true);
+      CHECK(q.rows_per_block / kInterleavedPack == 8);
+      CHECK(q.launch.threads_per_block == 224);
+      CHECK(q.exact.blocks_per_sm == 5);
+      CHECK(p.rows_per_block / kInterleavedPack == 32);
+    }
     // An A100 (sm_80) keeps 6: the wide entries are not built there.
     if (d.vendor == Vendor::nvidia) {
       const DeviceProps a100 = device_file("a100_sxm.json");
@@ -1467,6 +1493,25 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
       CHECK(p.kernel.strategy == Strategy::interleaved_smem);
       CHECK(p.rows_per_block * 4 == want_bytes);
       if (bytes == 16) CHECK(p.exact.blocks_per_sm == 2);
+    }
+    // The register tiles too: bf16 rows of 100 (15 slots of 7 packs) take
+    // 16 lanes for 128 bytes instead of the planner's 32, f32 rows of 100
+    // (25 slots) 16 for 256 bytes instead of the planner's 8 (the most rows
+    // resident: 5 blocks of 7 warps); 512 bytes of bf16 (64 lanes) are past
+    // a tile and leave the planner's 32.
+    for (auto [dt, bytes, lanes] : {std::tuple{DType::bf16, 128, 16}, std::tuple{DType::f32, 256, 16},
+                                    std::tuple{DType::bf16, 512, 32}, std::tuple{DType::bf16, 0, 32},
+                                    std::tuple{DType::f32, 0, 8}}) {
+      INFO(to_string(dt), " register tile ", bytes, " bytes");
+      SoftmaxShape s{dt, false, 16, 100, true};
+      s.inner = 4096;
+      s.options.interleaved_tile_bytes = bytes;
+      const Plan p = plan_softmax(d, s, recorded(d));
+      CHECK(p.kernel.strategy == Strategy::interleaved_rows);
+      CHECK(p.rows_per_block / kInterleavedPack == lanes);
+      CHECK(p.launch.threads_per_block % lanes == 0);
+      CHECK(p.launch.threads_per_block / lanes * p.kernel.vpt >= 100);
+      CHECK((p.why.find("DUET_INTERLEAVED_TILE") != std::string::npos) == (bytes > 0 && bytes < 512));
     }
   }
 }

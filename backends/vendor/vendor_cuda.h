@@ -92,6 +92,12 @@ inline cudaError_t max_active_clusters(int* clusters, const void* fn, dim3 block
 // through its type can come out as one store an element (bench/NOTES.md,
 // v42).
 #define DUET_STORE_WORDS(p, v) __stwb((p), (v))
+// A kernel's registers a thread capped at `regs`, where __launch_bounds__'s
+// blocks an SM cannot name the cap (56 a thread for blocks of up to 512
+// threads): __maxnreg__ (CUDA 12.4+, CUDA C Programming Guide, "Maximum
+// Number of Registers per Thread"). HIP keeps __launch_bounds__(threads,
+// min_blocks).
+#define DUET_MAX_REGISTERS(threads, min_blocks, regs) __maxnreg__(regs)
 // Every NVIDIA architecture has 32-thread warps (CUDA C Programming Guide,
 // "Compute Capabilities" table: warpSize = 32 for all compute capabilities).
 #define DUET_DEVICE_WARP_SIZE 32

@@ -94,6 +94,9 @@ inline hipError_t max_active_clusters(int* clusters, const void*, dim3, size_t, 
 // (__AMDGCN_WAVEFRONT_SIZE): 64 on GCN/CDNA, 32 on RDNA.
 #define DUET_DEVICE_WARP_SIZE warpSize
 #define DUET_DEVICE_CLUSTERS 0
+// A kernel's bounds where CUDA caps its registers a thread
+// (vendor_cuda.h): the threads and blocks an SM.
+#define DUET_MAX_REGISTERS(threads, min_blocks, regs) __launch_bounds__(threads, min_blocks)
 #define DUET_DEVICE_SM90 0
 // No asynchronous global-to-shared copy: storage.cuh's copy_to_shared loads
 // and stores.

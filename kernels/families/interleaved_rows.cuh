@@ -21,6 +21,8 @@
 // in shared memory.
 #pragma once
 
+#include <type_traits>
+
 #include "common/family_kernels.cuh"
 #include "common/math.cuh"
 #include "common/reduce.cuh"
@@ -98,11 +100,10 @@ __device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, in
 }
 
 // The same by a tree over the slots in shared memory (a barrier a level,
-// one more at each end; 2 x threads x VEC floats of scratch). The register
-// tiles keep it for backward and 16-bit forwards: with reduce_slots
-// beside their packs they took more registers (sm_90 backward 54 -> 64,
-// fewer blocks an SM) and ran slower at a few slots a tile (bench/NOTES.md
-// v77).
+// one more at each end; 2 x threads x VEC floats of scratch). The 16-bit
+// register tiles keep it: forwards always (with reduce_slots beside their
+// 6 or 7 packs they ran slower at a few slots a tile and no faster at
+// many), backwards at a few slots (bench/NOTES.md v77, v79).
 template <int VEC, class Op>
 __device__ __forceinline__ void tree_across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile,
                                                   int slots, Op op) {
@@ -149,8 +150,12 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
   // state and its addresses take the rest of 64 registers), 6 single
   // elements (3 of each tensor backward; 8 and 4 spilled 8 bytes on sm_80).
   constexpr int K = VEC == 1 ? (BACKWARD ? 3 : 6) : (BACKWARD ? 16 : 32) / int(sizeof(V));
-  // Trees only (registers, backward or 16-bit forward), else reduce_slots.
-  constexpr bool kTrees = VPT > 0 && (BACKWARD || sizeof(T) == 2);
+  // Trees only (the 16-bit register forwards), else reduce_slots.
+  constexpr bool kTrees = VPT > 0 && !BACKWARD && sizeof(T) == 2;
+  // The 16-bit register backwards reduce by a tree below this many slots
+  // (rows of 16 and 21 ran faster so, rows of 100 slower; bench/NOTES.md
+  // v79).
+  constexpr int kTreeBelowSlots = 12;
   __shared__ float scratch[kTrees ? 2 * kInterleavedThreads<VEC> * VEC : kSlotScratchFloats<VEC, kInterleavedThreads<VEC>>];
   const int tile = a.tile;
   const int slots = static_cast<int>(blockDim.x) / tile;
@@ -205,7 +210,10 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
           for (int k = 0; k < VPT; ++k)
             if (has(k)) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
         }
-        tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        if (sizeof(T) == 2 && slots < kTreeBelowSlots)
+          tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        else
+          reduce_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
 #pragma unroll
         for (int k = 0; k < VPT; ++k)
           if (has(k))
@@ -324,12 +332,45 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
 // sm_90 and later, where the planner takes them, and empty elsewhere.
 template <class T, int VEC, int VPT, bool BACKWARD>
 inline constexpr bool kInterleavedWide = interleaved_is_wide(kDTypeOf<T>, VEC, VPT, BACKWARD);
+// Registers a thread where an entry is capped below its launch bounds'
+// 64 (0: not capped; ptxas -v, no spills), the register entries on packs:
+//   backward 48 (16-bit on sm_80: 56, where 48 spilled 12 bytes): blocks
+//     of 13 warps (rows of 100) fit three an SM instead of two, and the
+//     SM has half as many bytes more in flight (H100 f32 and bf16 [N,100,
+//     64,64] dim 1: 0.89 / 0.84 of copy -> 1.00; bench/NOTES.md v79);
+//   f32 forward 56 (52 used): blocks of 6 warps (rows of 21) fit six an
+//     SM instead of five.
+// Fewer registers a thread for the forwards (fewer packs in flight, more
+// blocks) ran slower (v79). Whether an entry is capped must not depend on
+// the target: the host's pass picks the same kernel as the device's.
 template <class T, int VEC, int VPT, bool BACKWARD>
-__global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
+inline constexpr int kInterleavedRegisters =
+    VPT == 0 || VEC == 1 ? 0
+    : BACKWARD           ? (sizeof(T) == 4 || DUET_DEVICE_SM90 ? 48 : 56)
+    : sizeof(T) == 4     ? 56
+                         : 0;
+template <class T, int VEC, int VPT, bool BACKWARD>
+__device__ __forceinline__ void interleaved_rows_entry(const SoftmaxArgs& a) {
   if constexpr (kInterleavedWide<T, VEC, VPT, BACKWARD> && !DUET_DEVICE_SM90)
     (void)a;
   else
     interleaved_rows<T, VEC, VPT, BACKWARD>(a);
+}
+// Two kernels of one name: the launch bounds' 64 registers, or a cap
+// (DUET_MAX_REGISTERS, backends/vendor). A cap of 64 is not the bounds'
+// 64: ptxas then spilled 16 bytes in the bf16 two-pass backward, which
+// fits the bounds with none. The last template argument (0) is not part
+// of the entry (FamilyInfo::params: a constant).
+template <class T, int VEC, int VPT, bool BACKWARD,
+          std::enable_if_t<kInterleavedRegisters<T, VEC, VPT, BACKWARD> == 0, int> = 0>
+__global__ void __launch_bounds__(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>) interleaved_rows_kernel(SoftmaxArgs a) {
+  interleaved_rows_entry<T, VEC, VPT, BACKWARD>(a);
+}
+template <class T, int VEC, int VPT, bool BACKWARD,
+          std::enable_if_t<(kInterleavedRegisters<T, VEC, VPT, BACKWARD> > 0), int> = 0>
+__global__ void DUET_MAX_REGISTERS(kInterleavedThreads<VEC>, 1024 / kInterleavedThreads<VEC>,
+                                   (kInterleavedRegisters<T, VEC, VPT, BACKWARD>)) interleaved_rows_kernel(SoftmaxArgs a) {
+  interleaved_rows_entry<T, VEC, VPT, BACKWARD>(a);
 }
 
 // interleaved_smem: the same tiles for rows too long for registers, each

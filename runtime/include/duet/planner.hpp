@@ -68,7 +68,7 @@ namespace duet {
 // | DUET_INTERLEAVED_SLABS=0 | allow_interleaved_slabs = false | no interleaved_slabs (interleaved_stream wherever the L2 does not hold its columns between passes) |
 // | DUET_INTERLEAVED_SLABS=always | force_interleaved_slabs = true | interleaved_slabs wherever interleaved_stream would run, also where the L2 holds its columns |
 // | DUET_STREAM_TILES=n | interleaved_stream_tiles = n | interleaved_stream's chunks of n neighbouring tiles alternate in its queue |
-// | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved_smem's tiles n bytes of rows wide (16, 32, 64, 128) where that fits |
+// | DUET_INTERLEAVED_TILE=n | interleaved_tile_bytes = n | interleaved tiles in registers or shared memory n bytes of rows wide (16 .. 512, powers of two; at most 32 lanes) where that fits |
 // Where interleaved rows keep their tile in shared memory (interleaved_smem,
 // interleaved_cluster) instead of registers or two passes.
 enum class InterleavedStash {
@@ -136,8 +136,8 @@ struct PlanOptions {
   // interleaved_stream's neighbouring tiles whose chunks alternate in its
   // queue (0: the planner's choice).
   int interleaved_stream_tiles = 0;
-  // interleaved_smem's tile width in bytes of rows (16, 32, 64 or 128;
-  // 0: the planner's choice).
+  // The width in bytes of rows of interleaved_rows' register tiles and
+  // interleaved_smem's tiles (16 .. 512; 0: the planner's choice).
   int interleaved_tile_bytes = 0;
 };
 

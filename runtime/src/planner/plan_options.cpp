@@ -90,7 +90,7 @@ PlanOptions plan_options_from_environment() {
   const std::string slabs = one_of("DUET_INTERLEAVED_SLABS", {"0", "1", "always"});
   o.allow_interleaved_slabs = slabs != "0";
   o.force_interleaved_slabs = slabs == "always";
-  o.interleaved_tile_bytes = count_of("DUET_INTERLEAVED_TILE", std::vector<int>{16, 32, 64, 128});
+  o.interleaved_tile_bytes = count_of("DUET_INTERLEAVED_TILE", std::vector<int>{16, 32, 64, 128, 256, 512});
   return o;
 }
 

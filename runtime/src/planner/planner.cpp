@@ -407,8 +407,8 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
 // of its lane in registers where the slots that needs fit a block beside a
-// tile of at least 128 bytes of rows (a line); the block then takes as
-// many lanes as fit, up to 32, so that each SM has many loads in flight.
+// tile of at least 128 bytes of rows (a line); the block then takes the
+// lanes, up to 32, that keep the most rows resident an SM.
 // Else interleaved_smem where its tile fits shared memory, else the
 // two-pass kernel: a 128-byte tile and the most slots, the tile
 // halved (down to 32 bytes, one sector) while the tiles resident at once
@@ -434,9 +434,32 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
     reg_vpt = wide;
   const std::int64_t reg_slots = ceil_div(s.cols, reg_vpt);
   int vpt = 0, tile = line_lanes, slots = 0;
+  bool tile_forced = false;
   if (reg_slots * line_lanes <= most_threads) {
     vpt = reg_vpt;
-    while (tile * 2 <= 32 && tile * 2 <= lanes_of_inner && reg_slots * tile * 2 <= most_threads) tile *= 2;
+    // From a line of rows up to 32 lanes, the tile that keeps the most
+    // rows resident an SM (blocks an SM x the tile's rows), the wider
+    // where two keep as many (H100 f32 rows of 100 forward: 8 lanes, 5
+    // blocks of 7 warps, 0.97 of copy against 0.90 for 16 lanes, 2 blocks
+    // of 13 warps; rows of 21 and 16: 16 lanes, as many rows as 32, 0.96
+    // against 0.98; bench/NOTES.md v80). Off GPUs the widest.
+    const auto resident_rows = [&](int t) {
+      const Plan p = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
+                               t * slots_for(reg_slots, t), 0, attributes);
+      return std::int64_t(p.exact.blocks_per_sm) * t;
+    };
+    std::int64_t most_rows = dev.is_gpu() ? resident_rows(tile) : 0;
+    for (int t = tile * 2; t <= 32 && t <= lanes_of_inner && reg_slots * t <= most_threads; t *= 2)
+      if (const std::int64_t rows = dev.is_gpu() ? resident_rows(t) : 0; rows >= most_rows) {
+        most_rows = rows;
+        tile = t;
+      }
+    // DUET_INTERLEAVED_TILE: that many bytes of rows where its slots fit a block.
+    if (const int forced = s.options.interleaved_tile_bytes / (elem * vec);
+        forced >= 1 && forced <= 32 && reg_slots * forced <= most_threads) {
+      tile = forced;
+      tile_forced = true;
+    }
     slots = slots_for(reg_slots, tile);
   } else {
     slots = slots_for(s.cols, tile);
@@ -473,7 +496,8 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
              (vec > 1 ? " (" + std::to_string(tile) + " lanes of " + std::to_string(vec) + "-row packs)" : std::string()) +
              ", " + std::to_string(slots) + " threads a row, " +
              (vpt > 0 ? std::to_string(vpt) + " elements a thread in registers"
-                      : std::string("two passes, the second in reverse from L2"));
+                      : std::string("two passes, the second in reverse from L2")) +
+             (tile_forced ? " (DUET_INTERLEAVED_TILE)" : "");
   return plan;
 }
 
