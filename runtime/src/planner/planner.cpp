@@ -437,28 +437,30 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   bool tile_forced = false;
   if (reg_slots * line_lanes <= most_threads) {
     vpt = reg_vpt;
-    // From a line of rows up to 32 lanes, the tile that keeps the most
-    // rows resident an SM (blocks an SM x the tile's rows), the wider
-    // where two keep as many (H100 f32 rows of 100 forward: 8 lanes, 5
-    // blocks of 7 warps, 0.97 of copy against 0.90 for 16 lanes, 2 blocks
-    // of 13 warps; rows of 21 and 16: 16 lanes, as many rows as 32, 0.96
+    // DUET_INTERLEAVED_TILE: that many bytes of rows where its slots fit a
+    // block. Else, from a line of rows up to 32 lanes, the tile that keeps
+    // the most lanes resident an SM (blocks an SM x the tile's lanes), the
+    // wider where two keep as many (H100 f32 rows of 100 forward: 8 lanes,
+    // 5 blocks of 7 warps, 0.97 of copy against 0.90 for 16 lanes, 2
+    // blocks of 13 warps; rows of 21 and 16: 16 lanes, as many as 32, 0.96
     // against 0.98; bench/NOTES.md v80). Off GPUs the widest.
-    const auto resident_rows = [&](int t) {
-      const Plan p = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
-                               t * slots_for(reg_slots, t), 0, attributes);
-      return std::int64_t(p.exact.blocks_per_sm) * t;
-    };
-    std::int64_t most_rows = dev.is_gpu() ? resident_rows(tile) : 0;
-    for (int t = tile * 2; t <= 32 && t <= lanes_of_inner && reg_slots * t <= most_threads; t *= 2)
-      if (const std::int64_t rows = dev.is_gpu() ? resident_rows(t) : 0; rows >= most_rows) {
-        most_rows = rows;
-        tile = t;
-      }
-    // DUET_INTERLEAVED_TILE: that many bytes of rows where its slots fit a block.
-    if (const int forced = s.options.interleaved_tile_bytes / (elem * vec);
-        forced >= 1 && forced <= 32 && reg_slots * forced <= most_threads) {
+    const int forced = s.options.interleaved_tile_bytes / (elem * vec);
+    tile_forced = forced >= 1 && forced <= 32 && reg_slots * forced <= most_threads;
+    if (tile_forced) {
       tile = forced;
-      tile_forced = true;
+    } else {
+      const auto resident_lanes = [&](int t) -> std::int64_t {
+        if (!dev.is_gpu()) return 0;
+        const Plan p = make_plan(dev, s, Variant{Strategy::interleaved_rows, s.dtype, s.backward, vec, 0, vpt, 1, false},
+                                 t * slots_for(reg_slots, t), 0, attributes);
+        return std::int64_t(p.exact.blocks_per_sm) * t;
+      };
+      std::int64_t most_lanes = resident_lanes(tile);
+      for (int t = tile * 2; t <= 32 && t <= lanes_of_inner && reg_slots * t <= most_threads; t *= 2)
+        if (const std::int64_t lanes = resident_lanes(t); lanes >= most_lanes) {
+          most_lanes = lanes;
+          tile = t;
+        }
     }
     slots = slots_for(reg_slots, tile);
   } else {
