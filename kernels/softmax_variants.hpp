@@ -320,6 +320,15 @@ enum class WorkUnit : int {
 // has edges; the same with rows back to back; or interleaved rows on packs
 // (interleaved_on_packs).
 enum class LayoutRule : int { rows, dense_rows, interleaved };
+// Grids of at most 64 waves of resident blocks, so for the usual shapes one
+// block a unit of work (a one-wave grid measured ~10% slower for rows on the
+// H200, bench/NOTES.md v6), and at most 16 for interleaved tiles, so that
+// each block takes two or more tiles of a large tensor: a block's next
+// tile's loads then follow its stores with no block launch between them
+// (H200, 256 MB: backward up to +0.08 of copy, forward up to +0.04; v82).
+inline constexpr int kGridWaves = 64;
+inline constexpr int kTileWaves = 16;
+
 struct FamilyInfo {
   Strategy strategy;
   // Its kernels are kernels::<name>_kernel, or with two_kernels
@@ -330,9 +339,11 @@ struct FamilyInfo {
   int max_threads;        // the block limit of its scalar entries (vec = 1)
   int max_threads_packs;  // and of its vector entries
   WorkUnit work;
-  // Its grid is one wave of resident blocks (a work queue; clusters that
-  // keep their rows), not up to the planner's waves.
-  bool one_wave;
+  // The most waves of resident blocks its grid takes (the grid-stride loops
+  // cover the rest): 1 for a work queue and for clusters that keep their
+  // rows, kTileWaves for interleaved tiles, kGridWaves elsewhere
+  // (duet/planner.hpp says why).
+  int waves;
   bool cluster_launch;   // blocks launched as clusters of chunks_per_row
   bool zeroed_counters;  // a work queue's counters zeroed before each launch
   bool always_edges;     // every entry takes rows off the pack grid
@@ -358,36 +369,36 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 // Indexed by Strategy.
 inline constexpr std::array<FamilyInfo, 14> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
-     WorkUnit::row_tile, false, false, false, false, LayoutRule::rows},
+     WorkUnit::row_tile, kGridWaves, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
-     WorkUnit::row, false, false, false, false, LayoutRule::rows},
+     WorkUnit::row, kGridWaves, false, false, false, LayoutRule::rows},
     {Strategy::split_row, "split_row", true, family_params::kPackVptNoEdges, kSplitRowBlock, kSplitRowBlock,
-     WorkUnit::row_chunk, false, false, false, false, LayoutRule::rows},
+     WorkUnit::row_chunk, kGridWaves, false, false, false, LayoutRule::rows},
     {Strategy::block_row_smem, "block_row_smem", false, family_params::kPackVpt, kBlockRowMaxThreads,
-     kBlockRowMaxThreads, WorkUnit::row, false, false, false, false, LayoutRule::rows},
+     kBlockRowMaxThreads, WorkUnit::row, kGridWaves, false, false, false, LayoutRule::rows},
     {Strategy::cluster_row, "cluster_row", false, family_params::kPackVptForward, kClusterRowMaxThreads,
-     kClusterRowMaxThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
+     kClusterRowMaxThreads, WorkUnit::row_chunk, 1, true, false, false, LayoutRule::rows},
     {Strategy::split_stream, "split_stream", false, family_params::kPackVpt, kSplitStreamBlock, kSplitStreamBlock,
-     WorkUnit::chunk_visit, true, false, true, false, LayoutRule::rows},
+     WorkUnit::chunk_visit, 1, false, true, false, LayoutRule::rows},
     {Strategy::flat_rows, "flat_rows", false, family_params::kFlat, kFlatRowsBlock, kFlatRowsBlock,
-     WorkUnit::row_tile, false, false, false, true, LayoutRule::dense_rows},
+     WorkUnit::row_tile, kGridWaves, false, false, true, LayoutRule::dense_rows},
     {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptBounds,
-     interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, false, false, false,
+     interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, kTileWaves, false, false,
      false, LayoutRule::interleaved},
     {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,
-     kClusterRowSmemThreads, WorkUnit::row_chunk, true, true, false, false, LayoutRule::rows},
+     kClusterRowSmemThreads, WorkUnit::row_chunk, 1, true, false, false, LayoutRule::rows},
     {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackDirection, kInterleavedSmemThreads,
-     kInterleavedSmemThreads, WorkUnit::inner_tile, false, false, false, false, LayoutRule::interleaved},
+     kInterleavedSmemThreads, WorkUnit::inner_tile, kTileWaves, false, false, false, LayoutRule::interleaved},
     {Strategy::interleaved_cluster, "interleaved_cluster", false, family_params::kPackDirection,
-     kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, true, true, false, false,
+     kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, 1, true, false, false,
      LayoutRule::interleaved},
     {Strategy::grid_row, "grid_row", false, family_params::kPackVpt, kGridRowThreads, kGridRowThreads,
-     WorkUnit::row_chunk, true, false, true, false, LayoutRule::rows, true},
+     WorkUnit::row_chunk, 1, false, true, false, LayoutRule::rows, true},
     {Strategy::interleaved_stream, "interleaved_stream", false, family_params::kPackVptNoEdges,
-     kInterleavedStreamThreads, kInterleavedStreamThreads, WorkUnit::inner_tile, true, false, true, false,
+     kInterleavedStreamThreads, kInterleavedStreamThreads, WorkUnit::inner_tile, 1, false, true, false,
      LayoutRule::interleaved},
     {Strategy::interleaved_slabs, "interleaved_slabs", true, family_params::kPackVptNoEdges,
-     kInterleavedSlabsThreads, kInterleavedSlabsThreads, WorkUnit::inner_tile, false, false, true, false,
+     kInterleavedSlabsThreads, kInterleavedSlabsThreads, WorkUnit::inner_tile, kGridWaves, false, true, false,
      LayoutRule::interleaved},
 }};
 static_assert([] {

@@ -772,6 +772,10 @@ TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask 
   const auto many = fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 100000, 32768, true);
   CHECK(plan_fused(h100, many, one_wave).launch.geometry.grid == 2 * h100.sm_count);
   CHECK(plan_fused(h100, many).launch.geometry.grid == std::min<std::int64_t>(100000, 64 * 2 * h100.sm_count));
+  // DUET_WAVES: at most that many waves.
+  PlanOptions three_waves;
+  three_waves.max_waves = 3;
+  CHECK(plan_fused(h100, many, three_waves).launch.geometry.grid == 3 * 2 * h100.sm_count);
   // Without a mask tensor nothing goes to shared memory.
   CHECK(plan(h100, MaskKind::none, 32768).launch.geometry.dynamic_smem == 0);
   CHECK(plan(h100, MaskKind::causal, 32768).launch.geometry.dynamic_smem == 0);
@@ -1152,7 +1156,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   } saved;
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
                            "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
-                           "DUET_INTERLEAVED_TILE", "DUET_INTERLEAVED_STREAM", "DUET_STREAM_TILES", "DUET_GRID_ROW", "DUET_GRID_BLOCKS"})
+                           "DUET_INTERLEAVED_TILE", "DUET_INTERLEAVED_STREAM", "DUET_STREAM_TILES", "DUET_GRID_ROW", "DUET_GRID_BLOCKS",
+                           "DUET_WAVES"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -1181,6 +1186,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_STREAM_SLACK", "12"}}).stream_slack == 12);
   CHECK(with_env({{"DUET_BLOCK_VPT", "2"}}).block_vpt == 2);
   CHECK(with_env({{"DUET_PERSISTENT", "1"}}).persistent);
+  CHECK(none.max_waves == 0);
+  CHECK(with_env({{"DUET_WAVES", "8"}}).max_waves == 8);
   CHECK(with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash == FusedStash::off);
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash == FusedStash::planned);
   CHECK(with_env({{"DUET_FUSED_STASH", "always"}}).fused_stash == FusedStash::always);
@@ -1204,7 +1211,8 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
                          Var{"DUET_INTERLEAVED_STASH", "no"}, Var{"DUET_INTERLEAVED_TILE", "48"},
                          Var{"DUET_INTERLEAVED_STREAM", "off"}, Var{"DUET_STREAM_TILES", "0"},
                          Var{"DUET_GRID_ROW", "off"}, Var{"DUET_GRID_BLOCKS", "0"}, Var{"DUET_GRID_BLOCKS", "4x"},
-                         Var{"DUET_GRID_BLOCKS", "99999999999"}}) {
+                         Var{"DUET_GRID_BLOCKS", "99999999999"}, Var{"DUET_WAVES", "0"},
+                         Var{"DUET_WAVES", "-2"}, Var{"DUET_WAVES", "eight"}}) {
     INFO(bad.name, "=", bad.value);
     try {
       (void)with_env({bad});
@@ -1225,6 +1233,36 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(one.persistent);
   CHECK(one.geometry.grid == one.resident_blocks);
   CHECK(waves.geometry.grid == 64 * waves.resident_blocks);
+  // At most n waves from the option; families of one wave keep theirs.
+  s.options.persistent = false;
+  s.options.max_waves = 3;
+  const Plan three = plan_softmax(h100, s, recorded(h100));
+  CHECK(three.max_waves == 3);
+  CHECK(three.geometry.grid == 3 * three.resident_blocks);
+  SoftmaxShape wide{DType::f32, false, 4096, 131072, true};
+  wide.options = s.options;
+  const Plan cluster = plan_softmax(h100, wide, recorded(h100));
+  REQUIRE(cluster.kernel.strategy == Strategy::cluster_row);
+  CHECK(cluster.geometry.grid == cluster.resident_blocks);
+}
+
+TEST_CASE("interleaved tiles: grids of at most 16 waves, so a block of a large tensor takes several tiles") {
+  const DeviceProps h100 = device_file("h100_sxm.json");
+  if (recorded_target_for(h100).empty()) return;
+  // dim 1 of [4096, 100, 64, 64] f32 (rows of 100 in registers) and of
+  // [4096, 512, 32, 32] (tiles in shared memory): more tiles than 16 waves.
+  for (const auto& [cols, strategy] : {std::pair{100, Strategy::interleaved_rows}, {512, Strategy::interleaved_smem}}) {
+    CAPTURE(cols);
+    SoftmaxShape s{DType::f32, false, 4096, cols, true};
+    s.inner = cols == 100 ? 4096 : 1024;
+    const Plan p = plan_softmax(h100, s, recorded(h100));
+    REQUIRE(p.kernel.strategy == strategy);
+    CHECK(4096 * p.inner_tiles > 16 * p.resident_blocks);
+    CHECK(p.geometry.grid == 16 * p.resident_blocks);
+    // A small tensor keeps a block a tile.
+    s.rows = 2;
+    CHECK(plan_softmax(h100, s, recorded(h100)).geometry.grid == 2 * p.inner_tiles);
+  }
 }
 
 TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the wave, none that fits replans") {

@@ -34,9 +34,6 @@ using duet::Plan;
 using duet::SoftmaxShape;
 using duet::Strategy;
 
-// Waves of resident blocks the planner's grid may span (planner.hpp).
-constexpr std::int64_t kMaxWaves = 64;
-
 // ------------------------------------------------------------ parsing
 
 // What passes the parser is what props_json.hpp and the schema promise.
@@ -321,16 +318,21 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   }
   // The grid: no blocks for no rows; otherwise within the work items, at
   // least one wave of resident blocks (or all the work), and at most
-  // kMaxWaves waves (planner.hpp: up to 64; one with PlanOptions::persistent).
+  // the family's waves (FamilyInfo::waves: up to 64; one with
+  // PlanOptions::persistent; at most PlanOptions::max_waves).
   FUZZ_CHECK(p.geometry.grid >= 0, ctx);
   FUZZ_CHECK(p.geometry.block == p.launch.threads_per_block, ctx);
   FUZZ_CHECK(p.geometry.dynamic_smem == p.launch.dynamic_smem_bytes, ctx);
   if (s.rows == 0) {
     FUZZ_CHECK(p.geometry.grid == 0, ctx);
   } else {
-    // cluster_row(_smem), split_stream: one wave (FamilyInfo::one_wave);
+    // cluster_row(_smem), split_stream: one wave (FamilyInfo::waves);
     // cluster launches whole clusters (at least one cluster).
-    const std::int64_t waves = duet::family_of(p.kernel.strategy).one_wave || p.persistent ? 1 : kMaxWaves;
+    const int family_waves = duet::family_of(p.kernel.strategy).waves;
+    const std::int64_t waves = family_waves == 1 || p.persistent ? 1
+                               : s.options.max_waves > 0     ? s.options.max_waves
+                                                             : family_waves;
+    FUZZ_CHECK(p.max_waves == s.options.max_waves, ctx);
     FUZZ_CHECK(p.persistent == s.options.persistent, ctx);
     const __int128 wave = grouped ? std::max<__int128>(p.resident_blocks / p.chunks_per_row, 1) * p.chunks_per_row
                                   : __int128(p.resident_blocks);
@@ -417,6 +419,7 @@ SoftmaxShape fuzz_shape(FuzzedDataProvider& p) {
   s.row_edges = row_edges;
   s.dense_rows = dense_rows;
   s.options.persistent = p.ConsumeBool();
+  if (p.ConsumeBool()) s.options.max_waves = static_cast<int>(pick<std::int64_t>(p, 1, 64));
   return s;
 }
 

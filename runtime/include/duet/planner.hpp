@@ -22,11 +22,12 @@
 //                             from L2 (split_row: the same in two kernels,
 //                             DUET_STRATEGY=split_row)
 // Blocks per SM come from the exact occupancy model; the grid is up to 64
-// waves of SMs x blocks per SM, capped by the work and by the vendor's grid
-// limit (CUDA: 2^31 - 1 blocks; HIP: also 2^32 - 1 threads). The kernels
-// walk rows with grid-stride loops, so the Triton tutorial's persistent grid
-// (one wave, DUET_PERSISTENT=1) runs too; it measured ~10% slower
-// (bench/NOTES.md).
+// waves of SMs x blocks per SM (16 for interleaved tiles, one for work
+// queues and clusters: FamilyInfo::waves), capped by the work and by the
+// vendor's grid limit (CUDA: 2^31 - 1 blocks; HIP: also 2^32 - 1 threads).
+// The kernels walk rows with grid-stride loops, so the Triton tutorial's
+// persistent grid (one wave, DUET_PERSISTENT=1) runs too; it measured ~10%
+// slower (bench/NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,7 @@ namespace duet {
 // | DUET_STREAM_SLACK=n | stream_slack = n | split_stream's second pass n items further behind than a row's chunks |
 // | DUET_BLOCK_VPT=n | block_vpt = n | block_row at n vectors a thread (1, 2, 4, 8) where that holds the row |
 // | DUET_PERSISTENT=1 | persistent = true | grids of one wave (the Triton tutorial's) |
+// | DUET_WAVES=n | max_waves = n | grids of at most n waves, where a family's grid is not one wave |
 // | DUET_FUSED_STASH=0 | fused_stash = off | the fused stream_row re-reads every chunk of a row from L2 |
 // | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where it is filled through registers and L2 holds the rows between their passes |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
@@ -121,6 +123,9 @@ struct PlanOptions {
   int block_vpt = 0;
   // Grids of one wave of resident blocks instead of up to 64.
   bool persistent = false;
+  // Grids of at most this many waves of resident blocks (0: each family's
+  // own, FamilyInfo::waves); families of one wave keep it.
+  int max_waves = 0;
   // Where the fused operations' stream_row keeps what fits of a row in
   // shared memory between its passes (duet/fused_planner.hpp).
   FusedStash fused_stash = FusedStash::planned;
@@ -192,6 +197,7 @@ struct Plan {
   std::int64_t workspace_bytes = 0;     // split_row partials; split_stream, grid_row counters and partials
   std::int64_t stream_lag = 0;          // split_stream: items the second pass trails the first by
   bool persistent = false;              // grids of one wave (PlanOptions::persistent)
+  int max_waves = 0;                    // grids of at most this many waves (PlanOptions::max_waves; 0: the family's)
   std::string why;                      // one line: why this strategy
   std::string fallback;                 // why not the first choice (no cluster fits the device), or empty
 };

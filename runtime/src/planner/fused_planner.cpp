@@ -101,10 +101,6 @@ namespace {
 
 constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 
-// Grid cap in waves of resident blocks for the grid-stride kernels: one
-// block a unit of work for the usual shapes, as the softmax planner does.
-constexpr std::int64_t kMaxWaves = 64;
-
 // Blocks of `threads` an SM holds at the register cap, by threads, registers
 // and blocks (at least 1: every catalogue block fits a 64K-register SM).
 // With `smem` dynamic bytes a block (beside its scratch), by shared memory
@@ -321,8 +317,12 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   const std::int64_t resident = std::int64_t(std::max(dev.sm_count, 1)) * per_sm;
   // stream_row: one wave, each block walking rows one at a time, so the
   // rows between their two passes are at most one a block; the others as
-  // well with DUET_PERSISTENT=1.
-  const std::int64_t waves = v.strategy == FusedStrategy::stream_row || options.persistent ? 1 : kMaxWaves;
+  // well with DUET_PERSISTENT=1. Else up to kGridWaves (one block a unit of
+  // work for the usual shapes, as the softmax planner's rows), or
+  // PlanOptions::max_waves.
+  const std::int64_t waves = v.strategy == FusedStrategy::stream_row || options.persistent ? 1
+                             : options.max_waves > 0                                     ? options.max_waves
+                                                                                         : kGridWaves;
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
 

@@ -77,6 +77,7 @@ PlanOptions plan_options_from_environment() {
   o.block_vpt = count_of("DUET_BLOCK_VPT", kBlockVpt);
   o.stream_slack = positive_count("DUET_STREAM_SLACK", "chunks", std::numeric_limits<std::int64_t>::max());
   o.persistent = one_of("DUET_PERSISTENT", {"0", "1"}) == "1";
+  o.max_waves = static_cast<int>(positive_count("DUET_WAVES", "waves", 1 << 20));
   const std::string fused_stash = one_of("DUET_FUSED_STASH", {"0", "1", "always"});
   o.fused_stash = fused_stash == "0"        ? FusedStash::off
                   : fused_stash == "always" ? FusedStash::always

@@ -28,9 +28,6 @@ std::int64_t next_pow2(std::int64_t v) {
 // partial's round trip through L2 stay a small part of the chunk's time.
 constexpr int kSplitVecsPerThread = 16;
 
-// Cap on the grid in waves of resident blocks (see grid_for).
-constexpr std::int64_t kMaxWaves = 64;
-
 // Rows x chunks (a launch's work items) and their 8-byte partials stay
 // below 2^63.
 constexpr std::int64_t kMaxWorkItems = std::int64_t(1) << 59;
@@ -61,6 +58,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
                                                          : 1;
   p.max_grid = max_grid_blocks(dev, threads);
   p.persistent = s.options.persistent;
+  p.max_waves = s.options.max_waves;
   if (dev.is_gpu()) {
     p.exact = exact_occupancy(dev, p.attributes, p.launch);
     p.tutorial = tutorial_occupancy(dev, p.attributes, p.launch);
@@ -537,19 +535,21 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
     case WorkUnit::inner_tile: work = rows * p.inner_tiles * chunks; break;  // interleaved_cluster: a tile a cluster
   }
   if (p.kernel.strategy == Strategy::interleaved_stream) work *= 2;  // two visits a chunk of a tile
-  // Grid: up to kMaxWaves waves of the blocks that fit at once, so for the
-  // usual shapes one block per unit of work, the kernels' grid-stride loops
-  // covering the rest. A grid capped at one wave (the Triton tutorial's
-  // persistent grid, PlanOptions::persistent) measured ~10% slower on the
-  // H200 at 256 MB (N = 64..4096 f32: 0.85-0.90 of copy against 0.95;
-  // bench/NOTES.md v6).
-  // Families with FamilyInfo::one_wave get one wave: cluster_row (launching
-  // a fresh cluster per row measured 0.74 of copy at f32 N = 65536 against
-  // 0.81 persistent, H200, bench/NOTES.md v10, the reverse of single
-  // blocks), interleaved_cluster (H100 [4096, M] backward f32 0.71 against
-  // 0.63 in 64 waves, v51), split_stream and interleaved_stream (their
-  // blocks take their work from a queue) and grid_row (its groups wait on each other).
-  const std::int64_t waves = p.persistent || family.one_wave ? 1 : kMaxWaves;
+  // Grid: up to the family's waves of the blocks that fit at once
+  // (FamilyInfo::waves), the kernels' grid-stride loops covering the rest:
+  // 64 for rows, so for the usual shapes one block per unit of work (a grid
+  // of one wave, the Triton tutorial's persistent grid, PlanOptions::
+  // persistent, measured ~10% slower on the H200 at 256 MB: N = 64..4096
+  // f32, 0.85-0.90 of copy against 0.95; bench/NOTES.md v6); 16 for
+  // interleaved tiles, so that a block takes several tiles of a large
+  // tensor (v82); one for cluster_row (launching a fresh cluster per row
+  // measured 0.74 of copy at f32 N = 65536 against 0.81 persistent, H200,
+  // v10, the reverse of single blocks), interleaved_cluster (H100 [4096, M]
+  // backward f32 0.71 against 0.63 in 64 waves, v51), split_stream and
+  // interleaved_stream (their blocks take their work from a queue) and
+  // grid_row (its groups wait on each other). PlanOptions::max_waves caps
+  // the others (a comparison).
+  const std::int64_t waves = p.persistent || family.waves == 1 ? 1 : p.max_waves > 0 ? p.max_waves : family.waves;
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
   const std::int64_t limit = p.max_grid > 0 ? p.max_grid : (std::int64_t(1) << 31) - 1;
