@@ -322,12 +322,13 @@ enum class WorkUnit : int {
 enum class LayoutRule : int { rows, dense_rows, interleaved };
 // Grids of at most 64 waves of resident blocks, so for the usual shapes one
 // block a unit of work (a one-wave grid measured ~10% slower for rows on the
-// H200, bench/NOTES.md v6), and at most 16 for interleaved tiles, so that
-// each block takes two or more tiles of a large tensor: a block's next
-// tile's loads then follow its stores with no block launch between them
-// (H200, 256 MB: backward up to +0.08 of copy, forward up to +0.04; v82).
+// H200, bench/NOTES.md v6), and at most 16 for interleaved tiles (and the
+// fused softmax reading a mask tensor, duet/fused_planner.hpp), so that each
+// block takes two or more units of a large tensor: a block's next tile's
+// loads then follow its stores with no block launch between them (H200,
+// 256 MB: backward up to +0.08 of copy, forward up to +0.04; v82).
 inline constexpr int kGridWaves = 64;
-inline constexpr int kTileWaves = 16;
+inline constexpr int kShortGridWaves = 16;
 
 struct FamilyInfo {
   Strategy strategy;
@@ -341,7 +342,7 @@ struct FamilyInfo {
   WorkUnit work;
   // The most waves of resident blocks its grid takes (the grid-stride loops
   // cover the rest): 1 for a work queue and for clusters that keep their
-  // rows, kTileWaves for interleaved tiles, kGridWaves elsewhere
+  // rows, kShortGridWaves for interleaved tiles, kGridWaves elsewhere
   // (duet/planner.hpp says why).
   int waves;
   bool cluster_launch;   // blocks launched as clusters of chunks_per_row
@@ -383,12 +384,12 @@ inline constexpr std::array<FamilyInfo, 14> kFamilies{{
     {Strategy::flat_rows, "flat_rows", false, family_params::kFlat, kFlatRowsBlock, kFlatRowsBlock,
      WorkUnit::row_tile, kGridWaves, false, false, true, LayoutRule::dense_rows},
     {Strategy::interleaved_rows, "interleaved_rows", false, family_params::kPackVptBounds,
-     interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, kTileWaves, false, false,
+     interleaved_max_threads(1), interleaved_max_threads(kInterleavedPack), WorkUnit::inner_tile, kShortGridWaves, false, false,
      false, LayoutRule::interleaved},
     {Strategy::cluster_row_smem, "cluster_row_smem", false, family_params::kPackVpt, kClusterRowSmemThreads,
      kClusterRowSmemThreads, WorkUnit::row_chunk, 1, true, false, false, LayoutRule::rows},
     {Strategy::interleaved_smem, "interleaved_smem", false, family_params::kPackDirection, kInterleavedSmemThreads,
-     kInterleavedSmemThreads, WorkUnit::inner_tile, kTileWaves, false, false, false, LayoutRule::interleaved},
+     kInterleavedSmemThreads, WorkUnit::inner_tile, kShortGridWaves, false, false, false, LayoutRule::interleaved},
     {Strategy::interleaved_cluster, "interleaved_cluster", false, family_params::kPackDirection,
      kInterleavedSmemThreads, kInterleavedSmemThreads, WorkUnit::inner_tile, 1, true, false, false,
      LayoutRule::interleaved},

@@ -771,7 +771,15 @@ TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask 
   one_wave.persistent = true;
   const auto many = fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 100000, 32768, true);
   CHECK(plan_fused(h100, many, one_wave).launch.geometry.grid == 2 * h100.sm_count);
-  CHECK(plan_fused(h100, many).launch.geometry.grid == std::min<std::int64_t>(100000, 64 * 2 * h100.sm_count));
+  // A mask tensor read: at most 16 waves (v83); no mask tensor: 64.
+  CHECK(plan_fused(h100, many).launch.geometry.grid == 16 * 2 * h100.sm_count);
+  const auto scaled = fused_shape(FusedOp::masked_softmax, MaskKind::none, DType::bf16, 1000000, 128, true);
+  PlanOptions sixteen, sixty_four;
+  sixteen.max_waves = 16;
+  sixty_four.max_waves = 64;
+  CHECK(plan_fused(h100, many, sixty_four).launch.geometry.grid == 64 * 2 * h100.sm_count);
+  CHECK(plan_fused(h100, scaled).launch.geometry.grid == plan_fused(h100, scaled, sixty_four).launch.geometry.grid);
+  CHECK(plan_fused(h100, scaled, sixteen).launch.geometry.grid < plan_fused(h100, scaled).launch.geometry.grid);
   // DUET_WAVES: at most that many waves.
   PlanOptions three_waves;
   three_waves.max_waves = 3;

@@ -319,9 +319,15 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   // rows between their two passes are at most one a block; the others as
   // well with DUET_PERSISTENT=1. Else up to kGridWaves (one block a unit of
   // work for the usual shapes, as the softmax planner's rows), or
-  // PlanOptions::max_waves.
+  // PlanOptions::max_waves; up to kShortGridWaves where a mask tensor is read
+  // (H200, 256 MB of scores, boolean and additive [B, 1, Sq, Sk] masks at
+  // Sk = 128..4096: +0.02-0.05 of copy, where the scale-only softmax lost
+  // up to 0.03 and causal rows and cross-entropy moved either way;
+  // bench/NOTES.md v83).
+  const bool reads_mask = mask == MaskKind::boolean || mask == MaskKind::additive;
   const std::int64_t waves = v.strategy == FusedStrategy::stream_row || options.persistent ? 1
                              : options.max_waves > 0                                     ? options.max_waves
+                             : reads_mask                                                ? kShortGridWaves
                                                                                          : kGridWaves;
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
