@@ -214,6 +214,7 @@ const Shape kShapes[] = {
     {1, 2000, 3, 1, 0},   // a narrow tile, many threads a row
     {3, 7, 1, 2, 1},      // inner 1: one row an outer row, its elements apart
     {5, 1, 50},           // one element a row
+    {2, 200, 40},         // f32 forward: a register tile of half a line (4 lanes, 56 slots; v84)
     // Past registers on packs (GPUs with asynchronous shared-memory copies:
     // interleaved_smem, else two passes):
     {2, 1000, 56},        // two tiles an outer row, the second partly spare lanes

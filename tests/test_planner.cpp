@@ -1490,6 +1490,14 @@ TEST_CASE("interleaved rows on H100 and MI250X property files") {
       CHECK(q.launch.threads_per_block == 224);
       CHECK(q.exact.blocks_per_sm == 5);
       CHECK(p.rows_per_block / kInterleavedPack == 32);
+      // From half a line: f32 rows of 200 forward in 4 lanes (56 slots,
+      // 5 blocks: 20 lanes) rather than 8 (52 slots, 2 blocks: 16; v84);
+      // rows of 100 keep 8 (4 lanes: 32 slots, 9 blocks, 36 lanes).
+      const Plan half = plan(8, 200, 1024, DType::f32, false, true);
+      CHECK(half.kernel.strategy == Strategy::interleaved_rows);
+      CHECK(half.rows_per_block / kInterleavedPack == 4);
+      CHECK(half.launch.threads_per_block == 224);
+      CHECK(half.exact.blocks_per_sm == 5);
     }
     // An A100 (sm_80) keeps 6: the wide entries are not built there.
     if (d.vendor == Vendor::nvidia) {

@@ -405,8 +405,8 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
 // of its lane in registers where the slots that needs fit a block beside a
-// tile of at least 128 bytes of rows (a line); the block then takes the
-// lanes, up to 32, that keep the most rows resident an SM.
+// tile of 128 bytes of rows (a line); the block then takes the lanes, from
+// half a line up to 32, that keep the most rows resident an SM.
 // Else interleaved_smem where its tile fits shared memory, else the
 // two-pass kernel: a 128-byte tile and the most slots, the tile
 // halved (down to 32 bytes, one sector) while the tiles resident at once
@@ -436,12 +436,14 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
   if (reg_slots * line_lanes <= most_threads) {
     vpt = reg_vpt;
     // DUET_INTERLEAVED_TILE: that many bytes of rows where its slots fit a
-    // block. Else, from a line of rows up to 32 lanes, the tile that keeps
-    // the most lanes resident an SM (blocks an SM x the tile's lanes), the
-    // wider where two keep as many (H100 f32 rows of 100 forward: 8 lanes,
-    // 5 blocks of 7 warps, 0.97 of copy against 0.90 for 16 lanes, 2
-    // blocks of 13 warps; rows of 21 and 16: 16 lanes, as many as 32, 0.96
-    // against 0.98; bench/NOTES.md v80). Off GPUs the widest.
+    // block. Else, from half a line of rows (64 bytes or more: two sectors)
+    // up to 32 lanes, the tile that keeps the most lanes resident an SM
+    // (blocks an SM x the tile's lanes), the wider where two keep as many
+    // (H100 f32 rows of 100 forward: 8 lanes, 5 blocks of 7 warps, 0.97 of
+    // copy against 0.90 for 16 lanes, 2 blocks of 13 warps; rows of 21 and
+    // 16: 16 lanes, as many as 32, 0.96 against 0.98; bench/NOTES.md v80;
+    // H200 f32 rows of 200: 4 lanes, 5 blocks, 0.77 against 0.67 for 8
+    // lanes, 2 blocks; v84). Off GPUs the widest.
     const int forced = s.options.interleaved_tile_bytes / (elem * vec);
     tile_forced = forced >= 1 && forced <= 32 && reg_slots * forced <= most_threads;
     if (tile_forced) {
@@ -453,6 +455,7 @@ Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const Attri
                                  t * slots_for(reg_slots, t), 0, attributes);
         return std::int64_t(p.exact.blocks_per_sm) * t;
       };
+      if (tile >= 2 && tile / 2 * elem * vec >= 64) tile /= 2;  // from half a line (64 bytes: two sectors)
       std::int64_t most_lanes = resident_lanes(tile);
       for (int t = tile * 2; t <= 32 && t <= lanes_of_inner && reg_slots * t <= most_threads; t *= 2)
         if (const std::int64_t lanes = resident_lanes(t); lanes >= most_lanes) {
