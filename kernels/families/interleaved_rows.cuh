@@ -93,12 +93,6 @@ __device__ __forceinline__ void reduce_slots(V (&v)[VEC], float* scratch, int la
   for (int e = 0; e < VEC; ++e) v[e] = result[lane * VEC + e];
 }
 
-template <int VEC, class Op>
-__device__ __forceinline__ void across_slots(float (&v)[VEC], float* scratch, int lane, int slot, int tile, int slots,
-                                             Op op) {
-  reduce_slots<VEC>(v, scratch, lane, slot, tile, slots, op);
-}
-
 // The same by a tree over the slots in shared memory (a barrier a level,
 // one more at each end; 2 x threads x VEC floats of scratch). The 16-bit
 // register tiles keep it: forwards always (with reduce_slots beside their
@@ -121,7 +115,8 @@ __device__ __forceinline__ void tree_across_slots(float (&v)[VEC], float* scratc
   __syncthreads();
 }
 
-// The same for online (max, sum) pairs.
+// reduce_slots over online (max, sum) pairs: this thread's in m and s, its
+// lane's rows' pairs out.
 template <int VEC>
 __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VEC], float* scratch, int lane,
                                                   int slot, int tile, int slots) {
@@ -292,7 +287,7 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
         }
       }
       if constexpr (BACKWARD) {
-        across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        reduce_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
       } else {
         pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
 #pragma unroll
@@ -469,7 +464,7 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
 #pragma unroll
         for (int e = 0; e < VEC; ++e) s[e] += backward_term(at(y, e), at(g, e), a.log);
       }
-      across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+      reduce_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
     } else {
       // The slot's pair (m, s): its max, then the sum shifted by it (by 0
       // where it has no finite value, so that s stays 0 or NaN).
