@@ -321,12 +321,10 @@ enum class WorkUnit : int {
 // (interleaved_on_packs).
 enum class LayoutRule : int { rows, dense_rows, interleaved };
 // Grids of at most 64 waves of resident blocks, so for the usual shapes one
-// block a unit of work (a one-wave grid measured ~10% slower for rows on the
-// H200, bench/NOTES.md v6), and at most 16 for interleaved tiles (and the
-// fused softmax reading a mask tensor, duet/fused_planner.hpp), so that each
-// block takes two or more units of a large tensor: a block's next tile's
-// loads then follow its stores with no block launch between them (H200,
-// 256 MB: backward up to +0.08 of copy, forward up to +0.04; v82).
+// block a unit of work, and at most 16 for interleaved tiles (and the fused
+// softmax reading a mask tensor), so that each block of a large tensor
+// takes two or more units (grid_for, runtime/src/planner/planner.cpp, says
+// why; bench/NOTES.md v6, v82, v83).
 inline constexpr int kGridWaves = 64;
 inline constexpr int kShortGridWaves = 16;
 
@@ -343,7 +341,7 @@ struct FamilyInfo {
   // The most waves of resident blocks its grid takes (the grid-stride loops
   // cover the rest): 1 for a work queue and for clusters that keep their
   // rows, kShortGridWaves for interleaved tiles, kGridWaves elsewhere
-  // (duet/planner.hpp says why).
+  // (grid_for, runtime/src/planner/planner.cpp, says why).
   int waves;
   bool cluster_launch;   // blocks launched as clusters of chunks_per_row
   bool zeroed_counters;  // a work queue's counters zeroed before each launch

@@ -116,14 +116,6 @@ int blocks_per_sm(const DeviceProps& dev, int threads, std::int64_t smem = 0) {
   return static_cast<int>(std::max<std::int64_t>(n, 1));
 }
 
-// The vendor's largest grid: CUDA's x dimension holds 2^31 - 1 blocks; HIP
-// counts a dispatch's work-items in 32 bits.
-std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
-  constexpr std::int64_t kGridX = (std::int64_t(1) << 31) - 1;
-  if (dev.vendor != Vendor::amd) return kGridX;
-  return std::min(kGridX, ((std::int64_t(1) << 32) - 1) / std::max(threads, 1));
-}
-
 }  // namespace
 
 FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOptions& options) {
@@ -325,12 +317,10 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   // up to 0.03 and causal rows and cross-entropy moved either way;
   // bench/NOTES.md v83).
   const bool reads_mask = mask == MaskKind::boolean || mask == MaskKind::additive;
-  const std::int64_t waves = v.strategy == FusedStrategy::stream_row || options.persistent ? 1
-                             : options.max_waves > 0                                     ? options.max_waves
-                             : reads_mask                                                ? kShortGridWaves
-                                                                                         : kGridWaves;
+  const int own_waves = v.strategy == FusedStrategy::stream_row ? 1 : reads_mask ? kShortGridWaves : kGridWaves;
+  const std::int64_t waves = detail::grid_waves(own_waves, options.persistent, options.max_waves);
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
-  const std::int64_t grid = std::min({work, resident * waves, max_grid_blocks(dev, threads)});
+  const std::int64_t grid = std::min({work, resident * waves, detail::max_grid_blocks(dev, threads)});
 
   FusedPlan plan;
   plan.launch.variant = variant;

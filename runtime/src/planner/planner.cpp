@@ -32,16 +32,6 @@ constexpr int kSplitVecsPerThread = 16;
 // below 2^63.
 constexpr std::int64_t kMaxWorkItems = std::int64_t(1) << 59;
 
-// The vendor's largest grid for blocks of `threads`: CUDA's x dimension
-// holds 2^31 - 1 blocks (cudaDeviceProp::maxGridSize[0]); HIP also counts
-// a dispatch's work-items in 32 bits (the AQL packet's grid size), so blocks
-// x threads stays below 2^32. The kernels' grid-stride loops cover the rest.
-std::int64_t max_grid_blocks(const DeviceProps& dev, int threads) {
-  constexpr std::int64_t kGridX = (std::int64_t(1) << 31) - 1;
-  if (dev.vendor != Vendor::amd) return kGridX;
-  return std::min(kGridX, ((std::int64_t(1) << 32) - 1) / std::max(threads, 1));
-}
-
 Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, int threads, int smem_vecs,
                const AttributeSource& attributes) {
   Plan p;
@@ -56,7 +46,7 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
   p.rows_per_block = v.strategy == Strategy::group_rows  ? threads / v.group * v.rows
                      : v.strategy == Strategy::flat_rows ? threads
                                                          : 1;
-  p.max_grid = max_grid_blocks(dev, threads);
+  p.max_grid = detail::max_grid_blocks(dev, threads);
   p.persistent = s.options.persistent;
   p.max_waves = s.options.max_waves;
   if (dev.is_gpu()) {
@@ -552,7 +542,7 @@ Grid grid_for(const Plan& p, std::int64_t rows) {
   // interleaved_stream (their blocks take their work from a queue) and
   // grid_row (its groups wait on each other). PlanOptions::max_waves caps
   // the others (a comparison).
-  const std::int64_t waves = p.persistent || family.waves == 1 ? 1 : p.max_waves > 0 ? p.max_waves : family.waves;
+  const std::int64_t waves = detail::grid_waves(family.waves, p.persistent, p.max_waves);
   // Within the vendor's grid limit (a device file of 2^20 SMs asks for
   // more): the grid-stride loops and split_stream's queue cover any grid.
   const std::int64_t limit = p.max_grid > 0 ? p.max_grid : (std::int64_t(1) << 31) - 1;
