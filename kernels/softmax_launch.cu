@@ -12,6 +12,7 @@
 #include "families/flat_rows.cuh"
 #include "families/grid_row.cuh"
 #include "families/group_rows.cuh"
+#include "families/interleaved_ring.cuh"
 #include "families/interleaved_rows.cuh"
 #include "families/interleaved_slabs.cuh"
 #include "families/interleaved_stream.cuh"
@@ -98,7 +99,7 @@ void check_layout(const Variant& v, const SoftmaxArgs& a) {
   const LayoutRule rule = family_of(v.strategy).layout;
   if (rule == LayoutRule::interleaved) {
     if (!interleaved_on_packs(v.dtype, v.backward, a.rows, a.cols, a.inner, a.x, a.x_stride, a.x_col_stride, a.dy,
-                              a.dy_stride, a.dy_col_stride, a.out, a.out_stride, a.out_col_stride))
+                              a.dy_stride, a.dy_col_stride, a.out, a.out_stride, a.out_col_stride, v.vec))
       throw Error(Status::invalid_argument,
                   variant_name(v) + " needs every tensor on " + std::to_string(v.vec) +
                       "-element packs: pointers on a pack, inner, col strides and strides whole packs");

@@ -80,6 +80,11 @@ enum class Strategy : int {
   // kernel writes, starting with the lines the first read last. Packs of
   // rows only.
   interleaved_slabs = 13,
+  // interleaved_rows through a ring of shared-memory buffers: a block's
+  // tiles (lines of up to 512 bytes of rows, 16-byte packs) pass through two
+  // buffers filled by cp.async (sm_80+), so that the next tile is in flight
+  // while the block reduces and writes this one. Reads once, writes once.
+  interleaved_ring = 14,
 };
 
 struct Variant {
@@ -279,16 +284,27 @@ constexpr int interleaved_stream_vpt(DType dtype, bool backward) {
 inline constexpr int kInterleavedSlabsThreads = 512;
 inline constexpr int kInterleavedSlabsLanesMax = 256;
 constexpr int interleaved_slabs_vpt(DType dtype, bool backward) { return interleaved_stream_vpt(dtype, backward); }
-// Whether interleaved rows (SoftmaxCall::inner) sit on packs of
-// kInterleavedPack elements in every tensor: pointers on a pack, inner
-// rows, col strides and strides whole packs, so a lane reads a pack of
-// neighbouring rows.
+// interleaved_ring: blocks of 128 threads; a lane is a 16-byte pack of
+// neighbouring rows (4 f32, 8 16-bit), a tile up to kInterleavedLanesMax
+// lanes (a 512-byte line of rows), and a block's shared memory two buffers
+// of its tile (kInterleavedRingStages). Fewer threads a block give each
+// thread more of a tile against the fixed cost of its reduction; more
+// buffers cost blocks an SM and ran slower (bench/NOTES.md v85).
+inline constexpr int kInterleavedRingThreads = 128;
+inline constexpr int kInterleavedRingStages = 2;
+// The shortest rows it takes: a thread's share of a tile must outweigh the
+// tile's reduction (rows of 16 and 21 ran slower, of 100 faster).
+inline constexpr int kInterleavedRingMinCols = 64;
+// Whether interleaved rows (SoftmaxCall::inner) sit on packs of `vec`
+// elements (kInterleavedPack, or a 16-byte pack for interleaved_ring) in
+// every tensor: pointers on a pack, inner rows, col strides and strides
+// whole packs, so a lane reads a pack of neighbouring rows.
 inline bool interleaved_on_packs(DType dtype, bool backward, std::int64_t rows, std::int64_t cols,
                                  std::int64_t inner, const void* x, std::int64_t x_stride,
                                  std::int64_t x_col_stride, const void* dy, std::int64_t dy_stride,
                                  std::int64_t dy_col_stride, const void* out, std::int64_t out_stride,
-                                 std::int64_t out_col_stride) {
-  const int elem = dtype_size(dtype), vec = kInterleavedPack;
+                                 std::int64_t out_col_stride, int vec = kInterleavedPack) {
+  const int elem = dtype_size(dtype);
   const auto on = [&](const void* p, std::int64_t stride, std::int64_t col_stride) {
     return pack_phase(p, elem, vec) == 0 && (cols <= 1 || col_stride % vec == 0) && (rows <= 1 || stride % vec == 0);
   };
@@ -366,7 +382,7 @@ inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 
 // Indexed by Strategy.
-inline constexpr std::array<FamilyInfo, 14> kFamilies{{
+inline constexpr std::array<FamilyInfo, 15> kFamilies{{
     {Strategy::group_rows, "group_rows", false, family_params::kGroupRows, kGroupRowsBlock, kGroupRowsBlock,
      WorkUnit::row_tile, kGridWaves, false, false, false, LayoutRule::rows},
     {Strategy::block_row, "block_row", false, family_params::kPackVpt, kBlockRowMaxThreads, kBlockRowMaxThreads,
@@ -399,6 +415,8 @@ inline constexpr std::array<FamilyInfo, 14> kFamilies{{
     {Strategy::interleaved_slabs, "interleaved_slabs", true, family_params::kPackVptNoEdges,
      kInterleavedSlabsThreads, kInterleavedSlabsThreads, WorkUnit::inner_tile, kGridWaves, false, true, false,
      LayoutRule::interleaved},
+    {Strategy::interleaved_ring, "interleaved_ring", false, family_params::kPackDirection, kInterleavedRingThreads,
+     kInterleavedRingThreads, WorkUnit::inner_tile, 1, false, false, false, LayoutRule::interleaved},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < kFamilies.size(); ++i)
@@ -456,6 +474,7 @@ constexpr void for_each_variant(F&& f) {
                     false});
           f(Variant{Strategy::interleaved_slabs, dt, back, kInterleavedPack, 0, interleaved_slabs_vpt(dt, back), 1,
                     false});
+          f(Variant{Strategy::interleaved_ring, dt, back, vec, 0, 0, 1, false});  // 16-byte packs of rows
         }
       }
 }

@@ -151,10 +151,14 @@ Variant run_case(const Device& dev, const Shape& s, DType dtype, Op op, bool bac
   c.out_col_stride = tw.col_stride;
   const Plan plan = plan_for(dev, c);
   if (dev.is_gpu()) {  // packs of rows exactly where every tensor sits on them
-    const bool packs = interleaved_on_packs(dtype, backward, s.rows, s.cols, s.inner, c.x, c.x_stride,
-                                            c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride,
-                                            c.out_col_stride);
-    CHECK(plan.kernel.vec == (packs ? kInterleavedPack : 1));
+    const auto on_packs = [&](int vec) {
+      return interleaved_on_packs(dtype, backward, s.rows, s.cols, s.inner, c.x, c.x_stride, c.x_col_stride, c.dy,
+                                  c.dy_stride, c.dy_col_stride, c.out, c.out_stride, c.out_col_stride, vec);
+    };
+    if (plan.kernel.strategy == Strategy::interleaved_ring)  // 16-byte packs of rows
+      CHECK((plan.kernel.vec == dtype_vec16(dtype) && on_packs(plan.kernel.vec)));
+    else
+      CHECK(plan.kernel.vec == (on_packs(kInterleavedPack) ? kInterleavedPack : 1));
   }
   run(dev, c);
   if (dev.is_gpu()) synchronize(dev);
@@ -273,6 +277,45 @@ TEST_CASE("interleaved rows: tiles over a cluster, in one block and in two passe
       run_case(dev, {1, 4096, 64}, DType::f32, Op::log_softmax, true, false);
       run_case(dev, {2, 1000, 56}, DType::bf16, Op::log_softmax, false, false, true);  // inf / -inf / NaN rows
       run_case(dev, {2, 1000, 56}, DType::f32, Op::softmax, true, true);               // in place
+    }
+  });
+  if (!any_gpu) MESSAGE("skipping: no GPU here (the GPU families' plans)");
+}
+
+TEST_CASE("interleaved rows: interleaved_ring's tiles against float64") {
+  // Rows of 64..300 on 16-byte packs (NVIDIA sm_90+): lines of 128..512
+  // bytes of rows, spare lanes in a tile and spare places in a thread's
+  // share (rows of 129), padded strides on packs, more tiles than blocks
+  // (2048 outer rows: each block's tiles alternate the ring's two
+  // buffers), in place, inf / -inf / NaN rows. Where the ring is not
+  // planned the other families take the same shapes.
+  // The float32 backward takes it where forced (DUET_INTERLEAVED_RING=
+  // always).
+  bool any_gpu = false;
+  on_every_device([&](const Device& dev) {
+    if (!dev.is_gpu()) return;
+    any_gpu = true;
+    const DeviceProps& props = dev.props();
+    const bool ring = props.vendor == Vendor::nvidia && props.cc_major >= 9;
+    const RestorePlanOptions restore;
+    PlanOptions forced = restore.saved;
+    forced.force_interleaved_ring = true;
+    set_plan_options(forced);
+    for (const Shape& s : {Shape{3, 100, 64}, Shape{2, 129, 40, 8, 0}, Shape{1, 300, 40}, Shape{2048, 64, 64},
+                           Shape{2, 200, 1024, 0, 16}})
+      for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+        for (Op op : {Op::softmax, Op::log_softmax})
+          for (bool backward : {false, true}) {
+            const Variant v = run_case(dev, s, dtype, op, backward, false);
+            // Every shape but rows of 300 backward (two buffers of both
+            // tensors past half an SM at a 128-byte line) takes the ring.
+            if (ring && !(s.cols == 300 && backward)) CHECK(v.strategy == Strategy::interleaved_ring);
+          }
+    set_plan_options(restore.saved);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      for (bool backward : {false, true}) run_case(dev, {3, 100, 64}, dtype, Op::softmax, backward, true);
+      run_case(dev, {3, 100, 64}, dtype, Op::softmax, false, false, true);
+      run_case(dev, {3, 100, 64}, dtype, Op::log_softmax, false, false, true);
     }
   });
   if (!any_gpu) MESSAGE("skipping: no GPU here (the GPU families' plans)");
@@ -434,6 +477,7 @@ TEST_CASE("interleaved rows: the planner picks registers, shared memory or two p
       o.interleaved_stash = stash ? InterleavedStash::past_registers : InterleavedStash::off;
       o.allow_interleaved_stream = stream;
       o.allow_interleaved_slabs = false;  // its own case below
+      o.allow_interleaved_ring = false;   // its own case
       set_plan_options(o);
       for (auto [cols, backward, vpt] :
            {std::tuple{21, false, 4}, std::tuple{256, false, 4}, std::tuple{257, false, 0}, std::tuple{60, true, 2},

@@ -1308,6 +1308,85 @@ TEST_CASE("the planner owns the cluster fallback: the vendor's count sizes the w
   CHECK(none.fallback.find("no cluster of 8") == 0);
 }
 
+TEST_CASE("interleaved rows through a ring of shared-memory buffers: where the H100 and H200 take it") {
+  for (const char* file : {"h100_sxm.json", "h200.json"}) {
+    const DeviceProps d = device_file(file);
+    if (recorded_target_for(d).empty()) continue;
+    INFO(file);
+    const auto plan = [&](std::int64_t cols, std::int64_t inner, DType dt, bool bwd, bool wide = true) {
+      SoftmaxShape s{dt, bwd, 64, cols, true};
+      s.inner = inner;
+      s.wide_packs = wide;
+      return plan_softmax(d, s, recorded(d));
+    };
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (bool bwd : {false, true})
+        for (auto [cols, inner] : {std::pair{100, 4096}, std::pair{200, 1024}, std::pair{64, 56}}) {
+          const std::string what = to_string(dt) + (bwd ? " backward, " : " forward, ") + std::to_string(cols) +
+                                   " x " + std::to_string(inner);
+          INFO(what);
+          // The float32 backward keeps the other plans unless forced.
+          if (bwd && dt == DType::f32) {
+            CHECK(plan(cols, inner, dt, bwd).kernel.strategy != Strategy::interleaved_ring);
+            continue;
+          }
+          const Plan p = plan(cols, inner, dt, bwd);
+          REQUIRE(p.kernel.strategy == Strategy::interleaved_ring);
+          const int vec = 16 / dtype_size(dt);
+          CHECK(p.kernel.vec == vec);
+          const int lanes = p.rows_per_block / vec;
+          const int slots = kInterleavedRingThreads / lanes;
+          // The widest line of 128..512 bytes of rows, no wider than the
+          // outer row's rounded up to a power of two (56 rows: 128 bytes
+          // of 16-bit rows, 256 of f32), whose two buffers fit half an SM:
+          // rows of 100 forward a 512-byte line (25 packs a thread, 100
+          // KiB), backward (two tensors) 256 bytes; rows of 200 half those.
+          const int line = cols == 64 ? (dt == DType::f32 ? 256 : 128) : (cols == 100 ? 512 : 256) / (bwd ? 2 : 1);
+          CHECK(lanes * 16 == line);
+          CHECK(p.launch.threads_per_block == kInterleavedRingThreads);
+          CHECK(p.smem_vecs == kInterleavedRingStages * ((cols + slots - 1) / slots));
+          CHECK(p.launch.dynamic_smem_bytes ==
+                std::int64_t(p.smem_vecs) * kInterleavedRingThreads * 16 * (bwd ? 2 : 1));
+          CHECK(p.launch.dynamic_smem_bytes <= d.smem_per_sm / 2);
+          CHECK(p.exact.blocks_per_sm >= 1);
+          CHECK(p.inner_tiles == (inner + p.rows_per_block - 1) / p.rows_per_block);
+          // One wave: a block takes tiles b, b + grid, ...
+          CHECK(p.geometry.grid == std::min<std::int64_t>(p.resident_blocks, 64 * p.inner_tiles));
+        }
+    // Not taken: rows shorter than kInterleavedRingMinCols; tensors off
+    // 16-byte packs; rows whose line-wide tile does not fit two buffers in
+    // half an SM (512 rows of a 128-byte line: 128 KiB); outer rows of
+    // fewer than a line of rows; the switch.
+    CHECK(plan(21, 65536, DType::f32, false).kernel.strategy == Strategy::interleaved_rows);
+    CHECK(plan(100, 4096, DType::bf16, false, false).kernel.strategy == Strategy::interleaved_rows);
+    CHECK(plan(512, 1024, DType::f32, false).kernel.strategy != Strategy::interleaved_ring);
+    CHECK(plan(100, 16, DType::f32, false).kernel.strategy != Strategy::interleaved_ring);
+    SoftmaxShape off{DType::bf16, false, 64, 100, true};
+    off.inner = 4096;
+    off.wide_packs = true;
+    off.options.allow_interleaved_ring = false;
+    CHECK(plan_softmax(d, off, recorded(d)).kernel.strategy == Strategy::interleaved_rows);
+    SoftmaxShape forced{DType::f32, true, 64, 100, true};
+    forced.inner = 4096;
+    forced.wide_packs = true;
+    forced.options.force_interleaved_ring = true;
+    const Plan f = plan_softmax(d, forced, recorded(d));
+    CHECK(f.kernel.strategy == Strategy::interleaved_ring);
+    CHECK(f.rows_per_block == 64);  // 256 bytes of rows: two buffers of both tensors, 104 KiB
+  }
+  // Neither an A100 (sm_80: measured nowhere) nor an AMD device (no
+  // asynchronous copies to shared memory).
+  for (const char* file : {"a100_sxm.json", "mi250x_gcd.json"}) {
+    const DeviceProps d = device_file(file);
+    if (recorded_target_for(d).empty()) continue;
+    INFO(file);
+    SoftmaxShape s{DType::bf16, false, 64, 100, true};
+    s.inner = 4096;
+    s.wide_packs = true;
+    CHECK(plan_softmax(d, s, recorded(d)).kernel.strategy != Strategy::interleaved_ring);
+  }
+}
+
 TEST_CASE("interleaved rows on H100 and MI250X property files") {
   for (const char* file : {"h100_sxm.json", "mi250x_gcd.json"}) {
     const DeviceProps d = device_file(file);

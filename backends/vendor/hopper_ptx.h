@@ -47,6 +47,18 @@ __device__ __forceinline__ unsigned duet_cvt_rn_f16x2(float lo, float hi) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
   return w;
 }
+// The larger of each pair of bfloat16 or float16 halves of two words (PTX
+// ISA, "max", .bf16x2 and .f16x2, sm_80+): a NaN half gives the other.
+__device__ __forceinline__ unsigned duet_max_bf16x2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ unsigned duet_max_f16x2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
 #else
 #define DUET_DEVICE_CVT_RN16 0
 #endif  // __CUDA_ARCH__ >= 800

@@ -18,7 +18,7 @@
 // a vendor test of their own.
 //   DUET_DEVICE_WARP_SIZE     32, or the wavefront (64 on CDNA)
 //   DUET_DEVICE_CLUSTERS      1 where device code may use thread-block clusters
-//   DUET_DEVICE_CVT_RN16      1 where duet_cvt_rn_{bf16,f16}x2 exist
+//   DUET_DEVICE_CVT_RN16      1 where duet_cvt_rn_{bf16,f16}x2 and duet_max_{bf16,f16}x2 exist
 //   DUET_FAST_EXP2(x)         2^x on the hardware unit
 //   DUET_RAW16, DUET_RAW16_WORD, DUET_RAW16_MAKE   16 bytes as one register value
 //   DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING   cache hints
@@ -35,6 +35,8 @@
 //   - tests/test_props_mapping.cpp: a device struct as each vendor fills it.
 //   - kernels/common/storage.cuh: DUET_DEVICE_CVT_RN16 picks one-instruction
 //     rounding to 16 bits (sm_80+) over rounding by hand.
+//   - kernels/families/interleaved_ring.cuh: DUET_DEVICE_CVT_RN16 also picks
+//     a 16-bit max two halves at a time over one element at a time.
 //   - kernels/families/cluster_row.cuh: its body needs DUET_DEVICE_CLUSTERS
 //     (sm_90+); elsewhere the kernel is empty and never launched.
 //   - kernels/common/reduce.cuh: the cluster exchange exists only under

@@ -203,8 +203,8 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   // the vector kernels, with edges for row lengths off the pack grid (with
   // INNER, the middle dimension of a contiguous ROWS x COLS x INNER tensor).
   // With the switches a call plans with.
-  const duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true, false, true, req.inner,
-                                 duet::plan_options()};
+  duet::SoftmaxShape shape{req.dtype, backward, req.rows, req.cols, true, false, true, req.inner, duet::plan_options()};
+  shape.wide_packs = req.inner % duet::dtype_vec16(req.dtype) == 0;
   duet::Plan p;
   try {
     // On a live GPU the vendor's count of active clusters, as a call's plan.

@@ -67,6 +67,8 @@ namespace duet {
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_STREAM=0 | allow_interleaved_stream = false | interleaved rows past a tile on chip in two passes of one block a tile (no interleaved_stream) |
+// | DUET_INTERLEAVED_RING=0 | allow_interleaved_ring = false | interleaved rows by the other interleaved families (no interleaved_ring) |
+// | DUET_INTERLEAVED_RING=always | force_interleaved_ring = true | interleaved_ring also for the float32 backward |
 // | DUET_INTERLEAVED_SLABS=0 | allow_interleaved_slabs = false | no interleaved_slabs (interleaved_stream wherever the L2 does not hold its columns between passes) |
 // | DUET_INTERLEAVED_SLABS=always | force_interleaved_slabs = true | interleaved_slabs wherever interleaved_stream would run, also where the L2 holds its columns |
 // | DUET_STREAM_TILES=n | interleaved_stream_tiles = n | interleaved_stream's chunks of n neighbouring tiles alternate in its queue |
@@ -133,6 +135,11 @@ struct PlanOptions {
   // interleaved_stream for interleaved rows on packs past a tile on chip
   // (else interleaved_rows' two passes, one block a tile).
   bool allow_interleaved_stream = true;
+  // interleaved_ring for interleaved rows of 64 or more elements whose
+  // line-wide tiles fit two buffers in half an SM's shared memory (forward,
+  // and the 16-bit backward); force: the float32 backward too.
+  bool allow_interleaved_ring = true;
+  bool force_interleaved_ring = false;
   // interleaved_slabs for interleaved rows on packs past a tile on chip
   // whose tiles' columns the L2 does not hold between interleaved_stream's
   // passes; force: wherever interleaved_stream would run.
@@ -175,6 +182,11 @@ struct SoftmaxShape {
   std::int64_t inner = 0;
   // Switches for comparison runs: the process's (plan_options()) unless set.
   PlanOptions options{};
+  // Interleaved rows on 16-byte packs in every tensor (interleaved_ring's
+  // lanes: 4 f32 or 8 16-bit rows): pointers on 16 bytes, inner, col
+  // strides and strides whole packs. Unless set, the planner assumes not;
+  // the library's calls set it from their tensors.
+  bool wide_packs = false;
 };
 
 struct Plan {

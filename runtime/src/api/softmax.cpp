@@ -84,9 +84,10 @@ RowLayout layout_of_call(const SoftmaxCall& c) {
 // ------------------------------------------------------------- caches
 // (options generation, backend, ordinal, dtype, backward, vector path,
 // edges, dense rows, cols, interleaved rows an outer row or 0, few rows,
-// lone rows, interleaved outer rows or -1)
+// lone rows, interleaved outer rows or -1, interleaved rows on 16-byte
+// packs)
 using PlanKey = std::tuple<int, BackendKind, int, DType, bool, bool, bool, bool, std::int64_t, std::int64_t, bool,
-                           bool, std::int64_t>;
+                           bool, std::int64_t, bool>;
 
 // The outer rows an interleaved plan is cached for: interleaved_stream's
 // tiles that alternate and interleaved_slabs' slabs a tile follow the
@@ -124,14 +125,16 @@ KernelAttributes cached_attributes(const Device& dev, int variant, bool finalize
 // The cached plan for a shape class (entries are never erased, so the
 // reference stays valid); its grid is for the rows it was planned with.
 const Plan& cached_plan(const Device& dev, DType dtype, bool backward, bool vec, bool edges, bool dense,
-                        std::int64_t rows, std::int64_t cols, std::int64_t inner = 0) {
+                        std::int64_t rows, std::int64_t cols, std::int64_t inner = 0, bool wide_packs = false) {
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
     const PlanKey key{g_options_generation, dev.backend(), dev.ordinal(), dtype, backward, vec, edges, dense, cols, inner,
-                      few_rows(dev.props(), rows), lone_rows(dev.props(), rows), outer_rows_class(dev, rows, inner)};
+                      few_rows(dev.props(), rows), lone_rows(dev.props(), rows), outer_rows_class(dev, rows, inner),
+                      wide_packs};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
-      const SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};
+      SoftmaxShape shape{dtype, backward, rows, cols, vec, edges, dense, inner, current_options()};
+      shape.wide_packs = wide_packs;
       const AttributeSource attributes = [&](int v, bool f) { return cached_attributes(dev, v, f); };
       const ClusterSource clusters = [&](int variant, int threads, int cluster_blocks, std::int64_t dynamic_smem) {
         return live_max_active_clusters(dev, variant, threads, cluster_blocks, dynamic_smem);
@@ -150,7 +153,10 @@ const Plan& cached_plan(const Device& dev, const SoftmaxCall& c) {
     const bool packs = interleaved_on_packs(c.dtype, c.backward, c.rows, c.cols, c.inner, c.x, c.x_stride,
                                             c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out, c.out_stride,
                                             c.out_col_stride);
-    return cached_plan(dev, c.dtype, c.backward, packs, false, false, c.rows, c.cols, c.inner);
+    const bool wide = packs && interleaved_on_packs(c.dtype, c.backward, c.rows, c.cols, c.inner, c.x, c.x_stride,
+                                                    c.x_col_stride, c.dy, c.dy_stride, c.dy_col_stride, c.out,
+                                                    c.out_stride, c.out_col_stride, dtype_vec16(c.dtype));
+    return cached_plan(dev, c.dtype, c.backward, packs, false, false, c.rows, c.cols, c.inner, wide);
   }
   const RowLayout l = layout_of_call(c);
   return cached_plan(dev, c.dtype, c.backward, l.congruent, l.congruent && !l.on_packs, l.dense, c.rows, c.cols);

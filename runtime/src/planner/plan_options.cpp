@@ -88,6 +88,9 @@ PlanOptions plan_options_from_environment() {
                                                         : InterleavedStash::past_registers;
   o.interleaved_stream_tiles = static_cast<int>(positive_count("DUET_STREAM_TILES", "tiles", 1 << 20));
   o.allow_interleaved_stream = one_of("DUET_INTERLEAVED_STREAM", {"0", "1"}) != "0";
+  const std::string ring = one_of("DUET_INTERLEAVED_RING", {"0", "1", "always"});
+  o.allow_interleaved_ring = ring != "0";
+  o.force_interleaved_ring = ring == "always";
   const std::string slabs = one_of("DUET_INTERLEAVED_SLABS", {"0", "1", "always"});
   o.allow_interleaved_slabs = slabs != "0";
   o.force_interleaved_slabs = slabs == "always";

@@ -391,6 +391,56 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
   return true;
 }
 
+// interleaved_ring for interleaved rows on 16-byte packs (SoftmaxShape::
+// wide_packs) on NVIDIA sm_90+ (its copies are cp.async, sm_80+; measured
+// on the H200 only, so an A100 keeps the other plans), rows of at least
+// kInterleavedRingMinCols elements: the
+// widest tile, from a 512-byte line of rows down to a 128-byte one (and no
+// wider than an outer row's rows), whose two buffers fit half an SM's
+// shared memory, so that two blocks an SM can share it. Narrower lines
+// and shorter rows ran slower than the other plans (H200, bench/NOTES.md
+// v85: lines of 32-64 bytes 0.21-0.77 of copy; rows of 16 and 21 forward
+// 0.60-0.91 against 0.67-0.94), rows of 100 and 200 faster (forward bf16
+// 0.84-0.87 against 0.51-0.54, f32 0.85-0.86 against 0.77-0.82; bf16
+// backward 0.83-0.89 against 0.77-0.85). The float32 backward keeps the
+// register tiles, which led it (0.92-0.96 against 0.88-0.92), unless
+// forced (DUET_INTERLEAVED_RING=always).
+bool plan_interleaved_ring(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes,
+                           Plan& out) {
+  if (!dev.is_gpu() || !s.vector_ok || !s.wide_packs || !s.options.allow_interleaved_ring ||
+      s.cols < kInterleavedRingMinCols || !detail::copies_to_shared_async(dev) || dev.cc_major < 9)
+    return false;
+  if (s.backward && dtype_size(s.dtype) == 4 && !s.options.force_interleaved_ring) return false;
+  const int vec = dtype_vec16(s.dtype);
+  const int tensors = s.backward ? 2 : 1;
+  const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
+  const std::int64_t budget = dev.smem_per_sm / 2;
+  for (int lanes = kInterleavedLanesMax; lanes * 16 >= 128; lanes /= 2) {
+    if (lanes > lanes_of_inner) continue;
+    const int slots = kInterleavedRingThreads / lanes;
+    const std::int64_t held = ceil_div(s.cols, std::int64_t(slots));  // packs a thread a tensor a buffer
+    const std::int64_t bytes = kInterleavedRingStages * held * kInterleavedRingThreads * 16 * tensors;
+    if (bytes > budget || bytes > dev.smem_per_block_optin) continue;
+    Plan p = make_plan(dev, s, Variant{Strategy::interleaved_ring, s.dtype, s.backward, vec, 0, 0, 1, false},
+                       kInterleavedRingThreads, static_cast<int>(kInterleavedRingStages * held), attributes);
+    if (p.exact.blocks_per_sm < 1 ||
+        p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes > dev.smem_per_block_optin)
+      continue;
+    p.rows_per_block = lanes * vec;
+    p.inner_tiles = ceil_div(s.inner, p.rows_per_block);
+    p.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart): tiles of " +
+            std::to_string(p.rows_per_block) + " rows (" + std::to_string(lanes) + " lanes of " + std::to_string(vec) +
+            "-row packs), " + std::to_string(slots) + " threads a row, " + std::to_string(held) +
+            " packs a thread" + (s.backward ? " of each tensor" : "") + " through a ring of " +
+            std::to_string(kInterleavedRingStages) + " buffers in shared memory (" +
+            std::to_string(p.launch.dynamic_smem_bytes) + " B a block, " + std::to_string(p.exact.blocks_per_sm) +
+            (p.exact.blocks_per_sm == 1 ? " block" : " blocks") + " an SM), the next tile in flight under this one";
+    out = std::move(p);
+    return true;
+  }
+  return false;
+}
+
 // interleaved_rows: lanes of packs of four neighbouring rows where every
 // tensor sits on packs (SoftmaxShape::vector_ok), else lanes of one row;
 // slots split each row's elements. A thread keeps interleaved_vpt elements
@@ -403,6 +453,7 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
 // span more than half the L2, so that the second pass finds them there.
 // Fewer lanes where an outer row has fewer rows.
 Plan plan_interleaved(const DeviceProps& dev, const SoftmaxShape& s, const AttributeSource& attributes) {
+  if (Plan ring; plan_interleaved_ring(dev, s, attributes, ring)) return ring;
   const int elem = dtype_size(s.dtype);
   const int vec = s.vector_ok ? kInterleavedPack : 1;
   const int most_threads = interleaved_max_threads(vec);
