@@ -1360,6 +1360,17 @@ TEST_CASE("interleaved rows through a ring of shared-memory buffers: where the H
     CHECK(plan(21, 65536, DType::f32, false).kernel.strategy == Strategy::interleaved_rows);
     CHECK(plan(100, 4096, DType::bf16, false, false).kernel.strategy == Strategy::interleaved_rows);
     CHECK(plan(512, 1024, DType::f32, false).kernel.strategy != Strategy::interleaved_ring);
+    // 16-bit rows also at a 64-byte line where no wider one fits: rows of
+    // 512 forward in half an SM (64 KiB), backward in the opt-in (128
+    // KiB, one block an SM); rows of 1000 at none.
+    for (DType dt : {DType::bf16, DType::f16})
+      for (bool bwd : {false, true}) {
+        const Plan p = plan(512, 1024, dt, bwd);
+        CHECK(p.kernel.strategy == Strategy::interleaved_ring);
+        CHECK(p.rows_per_block * dtype_size(dt) == 64);
+        CHECK(p.launch.dynamic_smem_bytes == (bwd ? 131072 : 65536));
+        CHECK(plan(1000, 56, dt, bwd).kernel.strategy != Strategy::interleaved_ring);
+      }
     CHECK(plan(100, 16, DType::f32, false).kernel.strategy != Strategy::interleaved_ring);
     SoftmaxShape off{DType::bf16, false, 64, 100, true};
     off.inner = 4096;

@@ -397,9 +397,12 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
 // kInterleavedRingMinCols elements: the
 // widest tile, from a 512-byte line of rows down to a 128-byte one (and no
 // wider than an outer row's rows), whose two buffers fit half an SM's
-// shared memory, so that two blocks an SM can share it. Narrower lines
-// and shorter rows ran slower than the other plans (H200, bench/NOTES.md
-// v85: lines of 32-64 bytes 0.21-0.77 of copy; rows of 16 and 21 forward
+// shared memory, so that two blocks an SM can share it; 16-bit rows also
+// at a 64-byte line where no wider one fits, the forward in half an SM,
+// the backward in the opt-in (bf16 rows of 512: 0.76 / 0.83 of copy
+// against 0.65 / 0.79; v86). Narrower lines, f32 rows at 64 bytes and
+// shorter rows ran slower than the other plans (H200, bench/NOTES.md v85:
+// lines of 32-64 bytes 0.21-0.77 of copy; rows of 16 and 21 forward
 // 0.60-0.91 against 0.67-0.94), rows of 100 and 200 faster (forward bf16
 // 0.84-0.87 against 0.51-0.54, f32 0.85-0.86 against 0.77-0.82; bf16
 // backward 0.83-0.89 against 0.77-0.85). The float32 backward keeps the
@@ -414,12 +417,14 @@ bool plan_interleaved_ring(const DeviceProps& dev, const SoftmaxShape& s, const 
   const int vec = dtype_vec16(s.dtype);
   const int tensors = s.backward ? 2 : 1;
   const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
-  const std::int64_t budget = dev.smem_per_sm / 2;
-  for (int lanes = kInterleavedLanesMax; lanes * 16 >= 128; lanes /= 2) {
+  const bool two_sectors = dtype_size(s.dtype) == 2;  // 16-bit rows also at a 64-byte line
+  for (int lanes = kInterleavedLanesMax; lanes * 16 >= (two_sectors ? 64 : 128); lanes /= 2) {
     if (lanes > lanes_of_inner) continue;
     const int slots = kInterleavedRingThreads / lanes;
     const std::int64_t held = ceil_div(s.cols, std::int64_t(slots));  // packs a thread a tensor a buffer
     const std::int64_t bytes = kInterleavedRingStages * held * kInterleavedRingThreads * 16 * tensors;
+    // Half an SM; a 64-byte line's backward, the opt-in (one block an SM).
+    const std::int64_t budget = lanes * 16 < 128 && s.backward ? dev.smem_per_block_optin : dev.smem_per_sm / 2;
     if (bytes > budget || bytes > dev.smem_per_block_optin) continue;
     Plan p = make_plan(dev, s, Variant{Strategy::interleaved_ring, s.dtype, s.backward, vec, 0, 0, 1, false},
                        kInterleavedRingThreads, static_cast<int>(kInterleavedRingStages * held), attributes);
