@@ -361,6 +361,29 @@ TEST_CASE("deviceinfo explains interleaved_stream and interleaved_slabs: columns
   CHECK(has(text.out, "263 slabs of 250 elements (steps of 8 lines dealt to the slabs in turn) read line by line"));
 }
 
+TEST_CASE("deviceinfo explains interleaved_ring: a block's tiles through two shared-memory buffers") {
+  if (!DUET_HAVE_CUDA) return;  // the H100's plans come from the CUDA build's recorded reports
+  const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
+  // Dim 1 of [327, 100, 4096] bf16 (contiguous, so on 16-byte packs): a
+  // 512-byte line of rows (32 lanes of 8), 4 slots, 25 packs a thread.
+  const Result r = deviceinfo("--props " + quoted(h100) + " --plan 327x100x4096:bf16 --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto plan = json::parse(r.out)["plans"].at(0);
+  CHECK(plan["variant"] == "interleaved_ring<bf16,vec8,v0>");
+  CHECK(plan["interleaved"]["tile_rows"] == 256);
+  CHECK(plan["interleaved"]["tiles_per_outer_row"] == 16);
+  CHECK(plan["interleaved"]["ring_buffers"] == 2);
+  CHECK(plan["interleaved"]["ring_packs_per_thread"] == 25);
+  CHECK(plan["grid"] == 264);  // one wave: 132 SMs, two blocks each
+  const Result text = deviceinfo("--props " + quoted(h100) + " --plan 327x100x4096:bf16");
+  CHECK(has(text.out, "25 packs a thread through a ring of 2 buffers in shared memory (102400 B a block, 2 blocks an SM)"));
+  // An inner size off the 16-byte packs (4100 bf16 rows) keeps the other plans.
+  const Result off = deviceinfo("--props " + quoted(h100) + " --plan 327x100x4100:bf16 --json");
+  REQUIRE(off.code == 0);
+  CHECK(json::parse(off.out)["plans"].at(0)["variant"] != "interleaved_ring<bf16,vec8,v0>");
+}
+
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {
   const fs::path h100 = kSource / "tools" / "deviceinfo" / "devices" / "h100_sxm.json";
   // Causal attention scores [8, 32, 2048, 2048] bf16: a row of 256 packs in

@@ -251,6 +251,10 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
   if (duet::family_of(p.kernel.strategy).work == duet::WorkUnit::inner_tile) {
     j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
     if (p.kernel.strategy == duet::Strategy::interleaved_smem) j["interleaved"]["smem_packs_per_thread"] = p.smem_vecs;
+    if (p.kernel.strategy == duet::Strategy::interleaved_ring) {
+      j["interleaved"]["ring_buffers"] = duet::kInterleavedRingStages;
+      j["interleaved"]["ring_packs_per_thread"] = p.smem_vecs / duet::kInterleavedRingStages;
+    }
     if (p.kernel.strategy == duet::Strategy::interleaved_stream) {
       j["interleaved"]["chunks_per_tile"] = p.chunks_per_row;
       j["interleaved"]["chunk_positions"] = p.chunk_elems;
