@@ -17,7 +17,7 @@
 // The grid is one wave (FamilyInfo::waves); blocks take tiles b, b + grid,
 // .... Where the device has no cp.async the copies are plain loads and
 // stores and nothing is in flight under the work (the planner plans it on
-// NVIDIA sm_80+ only).
+// NVIDIA sm_90+ only, where it was measured; bench/NOTES.md v85).
 #pragma once
 
 #include "families/interleaved_rows.cuh"
