@@ -287,11 +287,14 @@ constexpr int interleaved_slabs_vpt(DType dtype, bool backward) { return interle
 // interleaved_ring: blocks of 128 threads; a lane is a 16-byte pack of
 // neighbouring rows (4 f32, 8 16-bit), a tile up to kInterleavedLanesMax
 // lanes (a 512-byte line of rows), and a block's shared memory two buffers
-// of its tile (kInterleavedRingStages). Fewer threads a block give each
-// thread more of a tile against the fixed cost of its reduction; more
-// buffers cost blocks an SM and ran slower (bench/NOTES.md v85).
+// of its tile (an entry's vpt: its buffers), the f32 forward's also three.
+// Fewer threads a block give each thread more of a tile against the fixed
+// cost of its reduction; three buffers at half the line ran the f32
+// forward faster than two at the whole line, the 16-bit forwards slower
+// (bench/NOTES.md v85, v87).
 inline constexpr int kInterleavedRingThreads = 128;
-inline constexpr int kInterleavedRingStages = 2;
+inline constexpr int kInterleavedRingBuffers = 2;
+constexpr bool interleaved_ring_three_buffers(DType dtype, bool backward) { return dtype_size(dtype) == 4 && !backward; }
 // The shortest rows it takes: a thread's share of a tile must outweigh the
 // tile's reduction (rows of 16 and 21 ran slower, of 100 faster).
 inline constexpr int kInterleavedRingMinCols = 64;
@@ -415,7 +418,7 @@ inline constexpr std::array<FamilyInfo, 15> kFamilies{{
     {Strategy::interleaved_slabs, "interleaved_slabs", true, family_params::kPackVptNoEdges,
      kInterleavedSlabsThreads, kInterleavedSlabsThreads, WorkUnit::inner_tile, kGridWaves, false, true, false,
      LayoutRule::interleaved},
-    {Strategy::interleaved_ring, "interleaved_ring", false, family_params::kPackDirection, kInterleavedRingThreads,
+    {Strategy::interleaved_ring, "interleaved_ring", false, family_params::kPackVptNoEdges, kInterleavedRingThreads,
      kInterleavedRingThreads, WorkUnit::inner_tile, 1, false, false, false, LayoutRule::interleaved},
 }};
 static_assert([] {
@@ -474,7 +477,9 @@ constexpr void for_each_variant(F&& f) {
                     false});
           f(Variant{Strategy::interleaved_slabs, dt, back, kInterleavedPack, 0, interleaved_slabs_vpt(dt, back), 1,
                     false});
-          f(Variant{Strategy::interleaved_ring, dt, back, vec, 0, 0, 1, false});  // 16-byte packs of rows
+          for (int buffers : {kInterleavedRingBuffers, 3})  // 16-byte packs of rows
+            if (buffers == kInterleavedRingBuffers || interleaved_ring_three_buffers(dt, back))
+              f(Variant{Strategy::interleaved_ring, dt, back, vec, 0, buffers, 1, false});
         }
       }
 }

@@ -1338,13 +1338,17 @@ TEST_CASE("interleaved rows through a ring of shared-memory buffers: where the H
           const int slots = kInterleavedRingThreads / lanes;
           // The widest line of 128..512 bytes of rows, no wider than the
           // outer row's rounded up to a power of two (56 rows: 128 bytes
-          // of 16-bit rows, 256 of f32), whose two buffers fit half an SM:
-          // rows of 100 forward a 512-byte line (25 packs a thread, 100
-          // KiB), backward (two tensors) 256 bytes; rows of 200 half those.
-          const int line = cols == 64 ? (dt == DType::f32 ? 256 : 128) : (cols == 100 ? 512 : 256) / (bwd ? 2 : 1);
+          // of 16-bit rows, 256 of f32), whose buffers fit half an SM: two
+          // buffers, rows of 100 forward a 512-byte line (25 packs a
+          // thread, 100 KiB), backward (two tensors) 256 bytes, rows of 200
+          // half those; the f32 forward three buffers, at half the line.
+          const bool f32 = dt == DType::f32;
+          const int buffers = f32 ? 3 : 2;
+          CHECK(p.kernel.vpt == buffers);
+          const int line = cols == 64 ? (f32 ? 256 : 128) : (cols == 100 ? 512 : 256) / (bwd || f32 ? 2 : 1);
           CHECK(lanes * 16 == line);
           CHECK(p.launch.threads_per_block == kInterleavedRingThreads);
-          CHECK(p.smem_vecs == kInterleavedRingStages * ((cols + slots - 1) / slots));
+          CHECK(p.smem_vecs == buffers * ((cols + slots - 1) / slots));
           CHECK(p.launch.dynamic_smem_bytes ==
                 std::int64_t(p.smem_vecs) * kInterleavedRingThreads * 16 * (bwd ? 2 : 1));
           CHECK(p.launch.dynamic_smem_bytes <= d.smem_per_sm / 2);

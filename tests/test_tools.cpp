@@ -370,7 +370,7 @@ TEST_CASE("deviceinfo explains interleaved_ring: a block's tiles through two sha
   INFO(r.out);
   REQUIRE(r.code == 0);
   const auto plan = json::parse(r.out)["plans"].at(0);
-  CHECK(plan["variant"] == "interleaved_ring<bf16,vec8,v0>");
+  CHECK(plan["variant"] == "interleaved_ring<bf16,vec8,v2>");
   CHECK(plan["interleaved"]["tile_rows"] == 256);
   CHECK(plan["interleaved"]["tiles_per_outer_row"] == 16);
   CHECK(plan["interleaved"]["ring_buffers"] == 2);
@@ -381,7 +381,7 @@ TEST_CASE("deviceinfo explains interleaved_ring: a block's tiles through two sha
   // An inner size off the 16-byte packs (4100 bf16 rows) keeps the other plans.
   const Result off = deviceinfo("--props " + quoted(h100) + " --plan 327x100x4100:bf16 --json");
   REQUIRE(off.code == 0);
-  CHECK(json::parse(off.out)["plans"].at(0)["variant"] != "interleaved_ring<bf16,vec8,v0>");
+  CHECK(json::parse(off.out)["plans"].at(0)["variant"] != "interleaved_ring<bf16,vec8,v2>");
 }
 
 TEST_CASE("deviceinfo --op plans the fused operations from a property file") {

@@ -5,13 +5,14 @@
 // a block of kInterleavedRingThreads threads takes tiles of a.tile lanes
 // (a power of two, at most kInterleavedLanesMax); thread (lane, slot) =
 // (t % tile, t / tile) takes elements slot, slot + slots, ... of its
-// lane's rows, K = a.smem_vecs / kInterleavedRingStages of them at most.
+// lane's rows, K = a.smem_vecs / BUFFERS of them at most.
 // Its places in the ring: pack k of tensor j (x or y, then dy) in buffer s
 // at ((s * tensors + j) * K + k) * threads + t, a warp's places adjacent.
 // A thread copies (cp.async, sm_80+) and reads only its own places, so the
 // ring needs no barrier: a thread refills the buffer it finished with once
 // its reads of it have returned (their values were used). A tile: wait for
-// this thread's copies of it, issue the next tile's into the other buffer,
+// this thread's copies of it, issue tile b + (BUFFERS - 1) grids' into the
+// buffer the last tile used (BUFFERS - 1 tiles in flight under the work),
 // the statistics from shared memory (a 16-bit max two halves at a time),
 // the slots' reduction (reduce_slots: two barriers), the writes.
 // The grid is one wave (FamilyInfo::waves); blocks take tiles b, b + grid,
@@ -42,12 +43,13 @@ __device__ __forceinline__ unsigned max_halves(unsigned a, unsigned b) {
 template <class T>
 inline constexpr unsigned kNegInfHalves = std::is_same_v<T, bf16_t> ? 0xff80ff80u : 0xfc00fc00u;
 
-template <class T, int VEC, bool BACKWARD, int LOG>
+template <class T, int VEC, int BUFFERS, bool BACKWARD, int LOG>
 __device__ __forceinline__ void interleaved_ring(const SoftmaxArgs& a, DUET_RAW16* ring, float* scratch) {
   using V = DUET_RAW16;
   static_assert(VEC * sizeof(T) == 16, "a lane is a 16-byte pack of rows");
+  static_assert(BUFFERS >= 2, "a tile in flight under the one being worked");
   constexpr int THREADS = kInterleavedRingThreads;
-  constexpr int STAGES = kInterleavedRingStages;
+  constexpr int STAGES = BUFFERS;
   constexpr int TENSORS = BACKWARD ? 2 : 1;
   constexpr bool kPackedMax = sizeof(T) == 2 && DUET_DEVICE_CVT_RN16;
   const int tile = a.tile;
@@ -183,7 +185,7 @@ __device__ __forceinline__ void interleaved_ring(const SoftmaxArgs& a, DUET_RAW1
 template <int VEC>
 inline constexpr int kRingScratchFloats = 2 * kInterleavedRingThreads * VEC + 2 * kInterleavedLanesMax * VEC;
 
-template <class T, int VEC, bool BACKWARD>
+template <class T, int VEC, int BUFFERS, bool BACKWARD>
 __global__ void __launch_bounds__(kInterleavedRingThreads) interleaved_ring_kernel(SoftmaxArgs a) {
   extern __shared__ DUET_RAW16 interleaved_ring_places[];
   __shared__ float scratch[kRingScratchFloats<VEC>];
@@ -191,13 +193,13 @@ __global__ void __launch_bounds__(kInterleavedRingThreads) interleaved_ring_kern
   // element computed both and selected (the backward: an exp an element
   // more, 25% more instructions; Nsight Compute, H200).
   if (a.log)
-    interleaved_ring<T, VEC, BACKWARD, 1>(a, interleaved_ring_places, scratch);
+    interleaved_ring<T, VEC, BUFFERS, BACKWARD, 1>(a, interleaved_ring_places, scratch);
   else
-    interleaved_ring<T, VEC, BACKWARD, 0>(a, interleaved_ring_places, scratch);
+    interleaved_ring<T, VEC, BUFFERS, BACKWARD, 0>(a, interleaved_ring_places, scratch);
 }
 
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::interleaved_ring, I> = {
-    &interleaved_ring_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.backward>};
+    &interleaved_ring_kernel<EntryStorage<I>, kEntry<I>.vec, kEntry<I>.vpt, kEntry<I>.backward>};
 
 }  // namespace duet::DUET_NS::kernels

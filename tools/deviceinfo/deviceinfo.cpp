@@ -252,8 +252,8 @@ json plan_entry(const Entry& e, const PlanRequest& req, bool backward) {
     j["interleaved"] = {{"tile_rows", p.rows_per_block}, {"tiles_per_outer_row", p.inner_tiles}};
     if (p.kernel.strategy == duet::Strategy::interleaved_smem) j["interleaved"]["smem_packs_per_thread"] = p.smem_vecs;
     if (p.kernel.strategy == duet::Strategy::interleaved_ring) {
-      j["interleaved"]["ring_buffers"] = duet::kInterleavedRingStages;
-      j["interleaved"]["ring_packs_per_thread"] = p.smem_vecs / duet::kInterleavedRingStages;
+      j["interleaved"]["ring_buffers"] = p.kernel.vpt;
+      j["interleaved"]["ring_packs_per_thread"] = p.smem_vecs / p.kernel.vpt;
     }
     if (p.kernel.strategy == duet::Strategy::interleaved_stream) {
       j["interleaved"]["chunks_per_tile"] = p.chunks_per_row;

@@ -400,8 +400,11 @@ bool plan_interleaved_slabs(const DeviceProps& dev, const SoftmaxShape& s, const
 // shared memory, so that two blocks an SM can share it; 16-bit rows also
 // at a 64-byte line where no wider one fits, the forward in half an SM,
 // the backward in the opt-in (bf16 rows of 512: 0.76 / 0.83 of copy
-// against 0.65 / 0.79; v86). Narrower lines, f32 rows at 64 bytes and
-// shorter rows ran slower than the other plans (H200, bench/NOTES.md v85:
+// against 0.65 / 0.79; v86). The f32 forward takes three buffers at the
+// widest line they fit in half an SM first (rows of 100 and 200: 0.90 /
+// 0.91 against 0.87 / 0.86 with two at the whole line; v87). Narrower
+// lines, f32 rows at 64 bytes and shorter rows ran slower than the other
+// plans (H200, bench/NOTES.md v85:
 // lines of 32-64 bytes 0.21-0.77 of copy; rows of 16 and 21 forward
 // 0.60-0.91 against 0.67-0.94), rows of 100 and 200 faster (forward bf16
 // 0.84-0.87 against 0.51-0.54, f32 0.85-0.86 against 0.77-0.82; bf16
@@ -418,31 +421,46 @@ bool plan_interleaved_ring(const DeviceProps& dev, const SoftmaxShape& s, const 
   const int tensors = s.backward ? 2 : 1;
   const std::int64_t lanes_of_inner = next_pow2(ceil_div(s.inner, vec));
   const bool two_sectors = dtype_size(s.dtype) == 2;  // 16-bit rows also at a 64-byte line
-  for (int lanes = kInterleavedLanesMax; lanes * 16 >= (two_sectors ? 64 : 128); lanes /= 2) {
-    if (lanes > lanes_of_inner) continue;
+  // The plan at `lanes` and `buffers`, or none where they do not fit.
+  const auto ring_plan = [&](int lanes, int buffers) -> std::optional<Plan> {
+    if (lanes > lanes_of_inner) return std::nullopt;
     const int slots = kInterleavedRingThreads / lanes;
     const std::int64_t held = ceil_div(s.cols, std::int64_t(slots));  // packs a thread a tensor a buffer
-    const std::int64_t bytes = kInterleavedRingStages * held * kInterleavedRingThreads * 16 * tensors;
+    const std::int64_t bytes = buffers * held * kInterleavedRingThreads * 16 * tensors;
     // Half an SM; a 64-byte line's backward, the opt-in (one block an SM).
     const std::int64_t budget = lanes * 16 < 128 && s.backward ? dev.smem_per_block_optin : dev.smem_per_sm / 2;
-    if (bytes > budget || bytes > dev.smem_per_block_optin) continue;
-    Plan p = make_plan(dev, s, Variant{Strategy::interleaved_ring, s.dtype, s.backward, vec, 0, 0, 1, false},
-                       kInterleavedRingThreads, static_cast<int>(kInterleavedRingStages * held), attributes);
+    if (bytes > budget || bytes > dev.smem_per_block_optin) return std::nullopt;
+    Plan p = make_plan(dev, s, Variant{Strategy::interleaved_ring, s.dtype, s.backward, vec, 0, buffers, 1, false},
+                       kInterleavedRingThreads, static_cast<int>(buffers * held), attributes);
     if (p.exact.blocks_per_sm < 1 ||
         p.launch.dynamic_smem_bytes + p.attributes.static_smem_bytes > dev.smem_per_block_optin)
-      continue;
+      return std::nullopt;
     p.rows_per_block = lanes * vec;
     p.inner_tiles = ceil_div(s.inner, p.rows_per_block);
     p.why = "interleaved rows (" + std::to_string(s.inner) + " an outer row, elements apart): tiles of " +
             std::to_string(p.rows_per_block) + " rows (" + std::to_string(lanes) + " lanes of " + std::to_string(vec) +
             "-row packs), " + std::to_string(slots) + " threads a row, " + std::to_string(held) +
             " packs a thread" + (s.backward ? " of each tensor" : "") + " through a ring of " +
-            std::to_string(kInterleavedRingStages) + " buffers in shared memory (" +
-            std::to_string(p.launch.dynamic_smem_bytes) + " B a block, " + std::to_string(p.exact.blocks_per_sm) +
-            (p.exact.blocks_per_sm == 1 ? " block" : " blocks") + " an SM), the next tile in flight under this one";
-    out = std::move(p);
-    return true;
-  }
+            std::to_string(buffers) + " buffers in shared memory (" + std::to_string(p.launch.dynamic_smem_bytes) +
+            " B a block, " + std::to_string(p.exact.blocks_per_sm) +
+            (p.exact.blocks_per_sm == 1 ? " block" : " blocks") + " an SM), " +
+            (buffers == 2 ? std::string("the next tile") : std::to_string(buffers - 1) + " tiles") +
+            " in flight under this one";
+    return p;
+  };
+  // The f32 forward: three buffers at the widest line they fit (v87), else
+  // two.
+  if (interleaved_ring_three_buffers(s.dtype, s.backward))
+    for (int lanes = kInterleavedLanesMax; lanes * 16 >= 128; lanes /= 2)
+      if (auto p = ring_plan(lanes, 3)) {
+        out = std::move(*p);
+        return true;
+      }
+  for (int lanes = kInterleavedLanesMax; lanes * 16 >= (two_sectors ? 64 : 128); lanes /= 2)
+    if (auto p = ring_plan(lanes, kInterleavedRingBuffers)) {
+      out = std::move(*p);
+      return true;
+    }
   return false;
 }
 
