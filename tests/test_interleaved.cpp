@@ -323,6 +323,35 @@ TEST_CASE("interleaved rows: interleaved_ring's tiles against float64") {
   if (!any_gpu) MESSAGE("skipping: no GPU here (the GPU families' plans)");
 }
 
+TEST_CASE("interleaved rows: register tiles, several a block, against float64") {
+  // Grids of one wave, so that each block takes many tiles: the 16-bit
+  // forwards' folds over a few slots alternate the scratch's two halves
+  // from one reduction to the next with no barrier between them (rows of
+  // 8, 16, 21: 2-3 slots), and trees past kFoldSlotsMax slots (rows of 100
+  // with interleaved_ring off: 15-17 slots); spare lanes (inner 100) and
+  // padded strides on packs.
+  bool any_gpu = false;
+  on_every_device([&](const Device& dev) {
+    if (!dev.is_gpu()) return;
+    any_gpu = true;
+    const RestorePlanOptions restore;
+    PlanOptions one_wave = restore.saved;
+    one_wave.max_waves = 1;
+    one_wave.allow_interleaved_ring = false;
+    set_plan_options(one_wave);
+    for (const Shape& s : {Shape{6000, 21, 64}, Shape{2000, 16, 100}, Shape{4000, 8, 32, 4, 8}, Shape{1500, 100, 64}})
+      for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+        for (Op op : {Op::softmax, Op::log_softmax})
+          for (bool backward : {false, true}) {
+            const Variant v = run_case(dev, s, dtype, op, backward, false);
+            CHECK(v.strategy == Strategy::interleaved_rows);
+            CHECK(v.vpt > 0);
+          }
+    set_plan_options(restore.saved);
+  });
+  if (!any_gpu) MESSAGE("skipping: no GPU here (the GPU families' grids)");
+}
+
 TEST_CASE("interleaved rows: in place, and inf / -inf / NaN rows") {
   on_every_device([](const Device& dev) {
     for (DType dtype : {DType::f32, DType::bf16})

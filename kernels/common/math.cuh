@@ -6,6 +6,8 @@
 // row gives NaN (inf - inf); a row that is all -inf gives NaN (0/0).
 #pragma once
 
+#include <type_traits>
+
 #include "vendor.h"
 
 namespace duet::DUET_NS::kernels {
@@ -65,6 +67,17 @@ __device__ __forceinline__ void online_add(float& m, float& s, Value value) {
 #pragma unroll
   for (int e = 0; e < PACK; ++e) s += exp_shifted(value(e), shift);
   m = m_new;
+}
+
+// softmax (0) or log_softmax (1), fixed at compile time (a
+// std::integral_constant: an element computes one output) or read at run
+// time (int: it computes both and selects).
+template <class Log>
+__device__ __forceinline__ int log_flag(Log log) {
+  if constexpr (std::is_integral_v<Log>)
+    return log;
+  else
+    return Log::value;
 }
 
 // Forward output of one element given the row max m and the row sum s

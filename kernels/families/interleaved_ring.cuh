@@ -25,24 +25,6 @@
 
 namespace duet::DUET_NS::kernels {
 
-// The larger halves of two words of 16-bit T where the device has a packed
-// max (DUET_DEVICE_CVT_RN16).
-template <class T>
-__device__ __forceinline__ unsigned max_halves(unsigned a, unsigned b) {
-#if DUET_DEVICE_CVT_RN16
-  if constexpr (std::is_same_v<T, bf16_t>)
-    return duet_max_bf16x2(a, b);
-  else
-    return duet_max_f16x2(a, b);
-#else
-  (void)b;
-  return a;  // not called: the kernel takes the max element by element
-#endif
-}
-// A word of two -inf halves of 16-bit T.
-template <class T>
-inline constexpr unsigned kNegInfHalves = std::is_same_v<T, bf16_t> ? 0xff80ff80u : 0xfc00fc00u;
-
 template <class T, int VEC, int BUFFERS, bool BACKWARD, int LOG>
 __device__ __forceinline__ void interleaved_ring(const SoftmaxArgs& a, DUET_RAW16* ring, float* scratch) {
   using V = DUET_RAW16;

@@ -115,6 +115,48 @@ __device__ __forceinline__ void tree_across_slots(float (&v)[VEC], float* scratc
   __syncthreads();
 }
 
+// The same for a few slots (at most kFoldSlotsMax: a thread reads slots x
+// VEC values), in one barrier: every thread stores its values, then folds
+// its lane's values of every slot in slot order (each slot of a lane gets
+// the same result). Consecutive folds alternate the two halves of the
+// scratch (2 x threads x VEC floats; `half` 0 or 1): a fold writes its half
+// only after every thread has passed the previous fold's barrier, so after
+// its reads of this half in the fold before that. A tree took four
+// barriers a reduction at three slots, a fifth of the 16-bit forwards'
+// stall samples (bench/NOTES.md v89).
+inline constexpr int kFoldSlotsMax = 8;
+template <int VEC, class Op>
+__device__ __forceinline__ void fold_across_slots(float (&v)[VEC], float* scratch, int half, int lane, int slot,
+                                                  int tile, int slots, Op op) {
+  // Value e of (slot, lane) at (slot * VEC + e) * tile + lane: a warp's
+  // lanes read adjacent words.
+  float* const region = scratch + half * static_cast<int>(blockDim.x) * VEC;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) region[(slot * VEC + e) * tile + lane] = v[e];
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    v[e] = region[e * tile + lane];
+    for (int p = 1; p < slots; ++p) v[e] = op(v[e], region[(p * VEC + e) * tile + lane]);
+  }
+}
+// fold_across_slots for the max of 16-bit T's packs of four held as words
+// (two halves at a time, max_halves): a max of 16-bit values is one, so
+// the slots exchange the packed words.
+template <class T>
+__device__ __forceinline__ Words8 fold_max_words(Words8 mine, float* scratch, int half, int lane, int slot, int tile,
+                                                 int slots) {
+  uint2* const region = reinterpret_cast<uint2*>(scratch + half * static_cast<int>(blockDim.x) * 4);
+  region[slot * tile + lane] = make_uint2(mine.w[0], mine.w[1]);
+  __syncthreads();
+  uint2 all = region[lane];
+  for (int p = 1; p < slots; ++p) {
+    const uint2 o = region[p * tile + lane];
+    all = make_uint2(max_halves<T>(all.x, o.x), max_halves<T>(all.y, o.y));
+  }
+  return Words8{{all.x, all.y}};
+}
+
 // reduce_slots over online (max, sum) pairs: this thread's in m and s, its
 // lane's rows' pairs out.
 template <int VEC>
@@ -139,7 +181,10 @@ inline constexpr int kInterleavedThreads = interleaved_max_threads(VEC);
 
 template <class T, int VEC, int VPT, bool BACKWARD>
 __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
-  using V = PackWords<T, VEC>;
+  // The forward's 16-bit packs of four as two words (the packed max reads
+  // them).
+  using V = std::conditional_t<sizeof(T) == 2 && VEC == 4 && !BACKWARD, Words8, PackWords<T, VEC>>;
+  constexpr bool kPackedMax = std::is_same_v<V, Words8> && DUET_DEVICE_CVT_RN16;
   // Loads a VPT == 0 thread has in flight: 32 bytes of packs forward, 16
   // of each tensor backward (half the register entry's: a pass's running
   // state and its addresses take the rest of 64 registers), 6 single
@@ -159,9 +204,19 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
   const std::int64_t tile_rows = std::int64_t(tile) * VEC;
   const std::int64_t tiles = (a.inner + tile_rows - 1) / tile_rows;
   const std::int64_t cols = a.cols;
+  // Tile b's outer row r and place q in it. The forwards count them on from
+  // the block's first tile: a 64-bit division a tile cost about as many
+  // instructions as a thread's arithmetic on a short row's elements
+  // (bench/NOTES.md v88). The backwards divide: their register entries,
+  // capped at 48 registers, spilled with the counters (ptxas -v, sm_90).
+  std::int64_t r = blockIdx.x / tiles, q = blockIdx.x % tiles;
+  const unsigned r_step = static_cast<unsigned>(gridDim.x / tiles), q_step = static_cast<unsigned>(gridDim.x % tiles);
   for (std::int64_t b = blockIdx.x; b < a.rows * tiles; b += gridDim.x) {
-    const std::int64_t r = b / tiles;
-    const std::int64_t i = (b % tiles) * tile_rows + std::int64_t(lane) * VEC;
+    if constexpr (BACKWARD) {
+      r = b / tiles;
+      q = b - r * tiles;
+    }
+    const std::int64_t i = q * tile_rows + std::int64_t(lane) * VEC;
     const bool live = i < a.inner;  // the last tile's spare lanes take part in the barriers only
     const T* x = static_cast<const T*>(a.x) + r * a.x_stride + i;
     const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + r * a.dy_stride + i : nullptr;
@@ -187,16 +242,34 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
       // a test; a test an element compiles to a branch around each
       // element's exp (bench/NOTES.md v54).
       const V empty = make_pack<T, V>([](int) { return kNegInf; });
+      // Whether place k holds an element. The forward tests it in 32 bits
+      // (a register tile's rows are at most slots x VPT elements) and steps
+      // the places' addresses from the first: a 64-bit index and product a
+      // place took about as many instructions as its elements' arithmetic
+      // (Nsight Compute's source counters, bench/NOTES.md v88). The
+      // backward's entries, capped at 48 registers, spilled so.
+      const int held_cols = live ? static_cast<int>(cols) : 0;
+      const auto has = [&](int k) {
+        if constexpr (BACKWARD)
+          return live && slot + std::int64_t(k) * slots < cols;
+        else
+          return slot + k * slots < held_cols;
+      };
+      if constexpr (BACKWARD) {
 #pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        const std::int64_t c = slot + std::int64_t(k) * slots;
-        if constexpr (!BACKWARD) v[k] = empty;
-        if (live && c < cols) {
-          v[k] = load(x, a.x_col_stride, c);
-          if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+        for (int k = 0; k < VPT; ++k) {
+          const std::int64_t c = slot + std::int64_t(k) * slots;
+          if (live && c < cols) {
+            v[k] = load(x, a.x_col_stride, c);
+            g[k] = load(dy, a.dy_col_stride, c);
+          }
         }
+      } else {
+        const std::int64_t x_step = std::int64_t(slots) * a.x_col_stride;
+        const T* xk = x + std::int64_t(slot) * a.x_col_stride;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k, xk += x_step) v[k] = has(k) ? *reinterpret_cast<const V*>(xk) : empty;
       }
-      const auto has = [&](int k) { return live && slot + std::int64_t(k) * slots < cols; };
       if constexpr (BACKWARD) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
@@ -215,11 +288,25 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
             store(slot + std::int64_t(k) * slots,
                   [&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
       } else {
+        // A fold over a few slots (16-bit packs, else trees; below).
+        const bool fold = kPackedMax && slots <= kFoldSlotsMax;
+        if constexpr (kPackedMax) {
+          // Two halves at a time on the packs' words.
+          Words8 mw{{kNegInfHalves<T>, kNegInfHalves<T>}};
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          m[e] = kNegInf;
+          for (int k = 0; k < VPT; ++k)
 #pragma unroll
-          for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], at(v[k], e));
+            for (int w = 0; w < 2; ++w) mw.w[w] = max_halves<T>(mw.w[w], v[k].w[w]);
+          if (fold) mw = fold_max_words<T>(mw, scratch, 0, lane, slot, tile, slots);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) m[e] = at(mw, e);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            m[e] = kNegInf;
+#pragma unroll
+            for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], at(v[k], e));
+          }
         }
         if constexpr (sizeof(T) == 4) {
           // The thread's pair: its max, then its sum shifted by it (by 0
@@ -234,24 +321,40 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
           }
           pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
         } else {
-          // The max over the slots first, then the sums, by trees: a pair
-          // a row beside 16-bit packs of 6 and 7 spilled (ptxas -v sm_90).
-          tree_across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
+          // The max over the slots first, then the sums: folds at a few
+          // slots, else trees. A pair a row (the f32 path) spilled beside
+          // 16-bit packs of 6 and 7 (ptxas -v sm_90) and, where it no
+          // longer did, ran 4% slower on more instructions (v88).
+          if (!fold) tree_across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             s[e] = 0.0f;
 #pragma unroll
             for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), m[e]);
           }
-          tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+          if (fold)
+            fold_across_slots<VEC>(s, scratch, 1, lane, slot, tile, slots, SumOp{});
+          else
+            tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
         }
 #pragma unroll
         for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
+        // The writes compiled for softmax and for log_softmax, chosen once
+        // (a choice an element computed both; v88).
+        const auto write = [&](auto log) {
+          T* ok = out + std::int64_t(slot) * a.out_col_stride;
+          const std::int64_t o_step = std::int64_t(slots) * a.out_col_stride;
 #pragma unroll
-        for (int k = 0; k < VPT; ++k)
-          if (has(k))
-            store(slot + std::int64_t(k) * slots,
-                  [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
+          for (int k = 0; k < VPT; ++k, ok += o_step)
+            if (has(k))
+              store_words(reinterpret_cast<V*>(ok), make_pack<T, V>([&](int e) {
+                            return forward_value(at(v[k], e), m[e], s[e], s[e], log_flag(log));
+                          }));
+        };
+        if (a.log)
+          write(std::integral_constant<int, 1>{});
+        else
+          write(std::integral_constant<int, 0>{});
       }
     } else {
       // Pass 1: this slot's share of the rows, K loads at a time.
@@ -317,6 +420,14 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
               store(c, [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
           }
         }
+      }
+    }
+    if constexpr (!BACKWARD) {
+      r += r_step;
+      q += q_step;
+      if (q >= tiles) {
+        q -= tiles;
+        ++r;
       }
     }
   }
@@ -401,7 +512,10 @@ static_assert(kInterleavedSmemThreads >= kMaxClusterBlocks * kInterleavedLanesMa
 template <class T, int VEC, bool BACKWARD, bool CLUSTER>
 __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, float4* dynamic_smem, float* scratch,
                                                       InterleavedClusterShared* shared) {
-  using V = PackWords<T, VEC>;
+  // The forward's 16-bit packs of four as two words (the packed max reads
+  // them), as interleaved_rows holds them.
+  using V = std::conditional_t<sizeof(T) == 2 && VEC == 4 && !BACKWARD, Words8, PackWords<T, VEC>>;
+  constexpr bool kPackedMax = std::is_same_v<V, Words8> && DUET_DEVICE_CVT_RN16;
   const int nt = static_cast<int>(blockDim.x);
   const int tile = a.tile;
   const int slots = nt / tile;
@@ -473,10 +587,22 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
         m[e] = kNegInf;
         s[e] = 0.0f;
       }
-      for (int k = 0; k < n; ++k) {
-        const V v = held[std::int64_t(k) * nt];
+      if constexpr (kPackedMax) {
+        Words8 mw{{kNegInfHalves<T>, kNegInfHalves<T>}};
+#pragma unroll 4
+        for (int k = 0; k < n; ++k) {
+          const V v = held[std::int64_t(k) * nt];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) m[e] = fmaxf(m[e], at(v, e));
+          for (int w = 0; w < 2; ++w) mw.w[w] = max_halves<T>(mw.w[w], v.w[w]);
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) m[e] = at(mw, e);
+      } else {
+        for (int k = 0; k < n; ++k) {
+          const V v = held[std::int64_t(k) * nt];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) m[e] = fmaxf(m[e], at(v, e));
+        }
       }
       float shift[VEC];
 #pragma unroll
@@ -537,20 +663,32 @@ __device__ __forceinline__ void interleaved_smem_body(const SoftmaxArgs& a, floa
     const std::int64_t next_i = first_row(next);
     const T* const xn = tile_start(a.x, a.x_stride, next, next_i);
     const T* const gn = BACKWARD ? tile_start(a.dy, a.dy_stride, next, next_i) : nullptr;
-    for (int k = 0; k < packs; ++k) {
-      if (k < n) {
-        const V v = held[std::int64_t(k) * nt];
-        const V g = BACKWARD ? held_dy[std::int64_t(k) * nt] : v;
-        const std::int64_t c = cslot + std::int64_t(k) * cslots;
-        store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>([&](int e) {
-                      if constexpr (BACKWARD)
-                        return backward_value(at(v, e), at(g, e), s[e], a.log);
-                      else
-                        return forward_value(at(v, e), m[e], s[e], s[e], a.log);
-                    }));
+    // Compiled for softmax and for log_softmax, chosen once a tile (a
+    // choice an element computed both; bench/NOTES.md v88); the cluster
+    // entries choose an element (their f32 entries spilled with two
+    // writes, ptxas -v sm_90).
+    const auto write = [&](auto log) {
+      for (int k = 0; k < packs; ++k) {
+        if (k < n) {
+          const V v = held[std::int64_t(k) * nt];
+          [[maybe_unused]] const V g = BACKWARD ? held_dy[std::int64_t(k) * nt] : v;
+          const std::int64_t c = cslot + std::int64_t(k) * cslots;
+          store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>([&](int e) {
+                        if constexpr (BACKWARD)
+                          return backward_value(at(v, e), at(g, e), s[e], log_flag(log));
+                        else
+                          return forward_value(at(v, e), m[e], s[e], s[e], log_flag(log));
+                      }));
+        }
+        if (next_i >= 0) fill(xn, gn, k);
       }
-      if (next_i >= 0) fill(xn, gn, k);
-    }
+    };
+    if constexpr (CLUSTER)
+      write(a.log);
+    else if (a.log)
+      write(std::integral_constant<int, 1>{});
+    else
+      write(std::integral_constant<int, 0>{});
     shared_copies_commit();
     i = next_i;
   }
