@@ -324,12 +324,12 @@ TEST_CASE("interleaved rows: interleaved_ring's tiles against float64") {
 }
 
 TEST_CASE("interleaved rows: register tiles, several a block, against float64") {
-  // Grids of one wave, so that each block takes many tiles: the 16-bit
-  // forwards' folds over a few slots alternate the scratch's two halves
-  // from one reduction to the next with no barrier between them (rows of
-  // 8, 16, 21: 2-3 slots), and trees past kFoldSlotsMax slots (rows of 100
-  // with interleaved_ring off: 15-17 slots); spare lanes (inner 100) and
-  // padded strides on packs.
+  // Grids of one wave, so that each block takes many tiles: on NVIDIA
+  // sm_90+ the 16-bit forwards' folds over a few slots alternate the
+  // scratch's two halves from one reduction to the next with no barrier
+  // between them (rows of 8, 16, 21: 2-3 slots), and trees past
+  // kFoldSlotsMax slots (rows of 100 with interleaved_ring off: 15-17
+  // slots); spare lanes (inner 100) and padded strides on packs.
   bool any_gpu = false;
   on_every_device([&](const Device& dev) {
     if (!dev.is_gpu()) return;

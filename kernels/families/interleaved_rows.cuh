@@ -179,6 +179,24 @@ __device__ __forceinline__ void pair_across_slots(float (&m)[VEC], float (&s)[VE
 template <int VEC>
 inline constexpr int kInterleavedThreads = interleaved_max_threads(VEC);
 
+// The register tiles in two forms. The lean one (bench/NOTES.md v88,
+// v89: the forwards count tiles on instead of dividing, test places in
+// 32 bits and step their addresses, hold 16-bit packs as words with their
+// max two halves at a time, write per LOG, fold a few slots in one
+// barrier) is built for NVIDIA sm_90 and later, where it was measured;
+// sm_80 and AMD build the previous form (032613c), whose 16-bit forward
+// entries of 6 spilled or used scratch with the lean one's changes (ptxas
+// -v, -Rpass-analysis). A preprocessor choice, so that sm_90 compiles the
+// measured text: as constant expressions the same choice made ptxas spill
+// in the f16 forwards at 64 registers (the PTX differed only in the order
+// of its registers). One form again once the lean one is measured on
+// sm_80 and fitted there.
+#if defined(DUET_VENDOR_HIP) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+#define DUET_INTERLEAVED_LEAN 0
+#else
+#define DUET_INTERLEAVED_LEAN 1
+#endif
+#if DUET_INTERLEAVED_LEAN
 template <class T, int VEC, int VPT, bool BACKWARD>
 __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
   // The forward's 16-bit packs of four as two words (the packed max reads
@@ -432,6 +450,194 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
     }
   }
 }
+
+#else  // the previous form
+template <class T, int VEC, int VPT, bool BACKWARD>
+__device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
+  using V = PackWords<T, VEC>;
+  // Loads a VPT == 0 thread has in flight: 32 bytes of packs forward, 16
+  // of each tensor backward (half the register entry's: a pass's running
+  // state and its addresses take the rest of 64 registers), 6 single
+  // elements (3 of each tensor backward; 8 and 4 spilled 8 bytes on sm_80).
+  constexpr int K = VEC == 1 ? (BACKWARD ? 3 : 6) : (BACKWARD ? 16 : 32) / int(sizeof(V));
+  // Trees only (the 16-bit register forwards), else reduce_slots.
+  constexpr bool kTrees = VPT > 0 && !BACKWARD && sizeof(T) == 2;
+  // The 16-bit register backwards reduce by a tree below this many slots
+  // (rows of 16 and 21 ran faster so, rows of 100 slower; bench/NOTES.md
+  // v79).
+  constexpr int kTreeBelowSlots = 12;
+  __shared__ float scratch[kTrees ? 2 * kInterleavedThreads<VEC> * VEC : kSlotScratchFloats<VEC, kInterleavedThreads<VEC>>];
+  const int tile = a.tile;
+  const int slots = static_cast<int>(blockDim.x) / tile;
+  const int lane = static_cast<int>(threadIdx.x) % tile;
+  const int slot = static_cast<int>(threadIdx.x) / tile;
+  const std::int64_t tile_rows = std::int64_t(tile) * VEC;
+  const std::int64_t tiles = (a.inner + tile_rows - 1) / tile_rows;
+  const std::int64_t cols = a.cols;
+  for (std::int64_t b = blockIdx.x; b < a.rows * tiles; b += gridDim.x) {
+    const std::int64_t r = b / tiles;
+    const std::int64_t i = (b % tiles) * tile_rows + std::int64_t(lane) * VEC;
+    const bool live = i < a.inner;  // the last tile's spare lanes take part in the barriers only
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride + i;
+    const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + r * a.dy_stride + i : nullptr;
+    T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
+    // Packs stay in their storage form until used (a 16-bit pack of four
+    // in two registers), converted element by element.
+    const auto load = [&](const T* p, std::int64_t stride, std::int64_t c) {
+      return *reinterpret_cast<const V*>(p + c * stride);
+    };
+    const auto at = [](const V& pack, int e) { return element<T>(pack, e); };
+    const auto store = [&](std::int64_t c, auto value) {
+      store_words(reinterpret_cast<V*>(out + c * a.out_col_stride), make_pack<T, V>(value));
+    };
+    // A thread's state per row of its lane: the max and, after the sums,
+    // 1/s (softmax) or log s (log_softmax), which forward_value reads.
+    float m[VEC], s[VEC];
+
+    if constexpr (VPT > 0) {
+      V v[VPT];
+      V g[BACKWARD ? VPT : 1];
+      // Forward: a place past the row holds -inf, which the max ignores and
+      // whose exp is 0, so the max and the sum run over every place without
+      // a test; a test an element compiles to a branch around each
+      // element's exp (bench/NOTES.md v54).
+      const V empty = make_pack<T, V>([](int) { return kNegInf; });
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        const std::int64_t c = slot + std::int64_t(k) * slots;
+        if constexpr (!BACKWARD) v[k] = empty;
+        if (live && c < cols) {
+          v[k] = load(x, a.x_col_stride, c);
+          if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+        }
+      }
+      const auto has = [&](int k) { return live && slot + std::int64_t(k) * slots < cols; };
+      if constexpr (BACKWARD) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          s[e] = 0.0f;
+#pragma unroll
+          for (int k = 0; k < VPT; ++k)
+            if (has(k)) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
+        }
+        if (sizeof(T) == 2 && slots < kTreeBelowSlots)
+          tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        else
+          reduce_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+          if (has(k))
+            store(slot + std::int64_t(k) * slots,
+                  [&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          m[e] = kNegInf;
+#pragma unroll
+          for (int k = 0; k < VPT; ++k) m[e] = fmaxf(m[e], at(v[k], e));
+        }
+        if constexpr (sizeof(T) == 4) {
+          // The thread's pair: its max, then its sum shifted by it (by 0
+          // where it holds no finite value, so that s stays 0 or NaN); one
+          // reduction of the pairs over the slots.
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float shift = m[e] == kNegInf ? 0.0f : m[e];
+            s[e] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), shift);
+          }
+          pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
+        } else {
+          // The max over the slots first, then the sums, by trees: a pair
+          // a row beside 16-bit packs of 6 and 7 spilled (ptxas -v sm_90).
+          tree_across_slots<VEC>(m, scratch, lane, slot, tile, slots, MaxOp{});
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            s[e] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < VPT; ++k) s[e] += exp_shifted(at(v[k], e), m[e]);
+          }
+          tree_across_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+          if (has(k))
+            store(slot + std::int64_t(k) * slots,
+                  [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
+      }
+    } else {
+      // Pass 1: this slot's share of the rows, K loads at a time.
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        m[e] = kNegInf;
+        s[e] = 0.0f;
+      }
+      if (live) {
+        for (std::int64_t c0 = slot; c0 < cols; c0 += std::int64_t(K) * slots) {
+          V v[K];
+          V g[BACKWARD ? K : 1];
+          int n = 0;  // loads this step: the first n of v
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const std::int64_t c = c0 + std::int64_t(k) * slots;
+            if (c < cols) {
+              v[k] = load(x, a.x_col_stride, c);
+              if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+              n = k + 1;
+            }
+          }
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            if constexpr (BACKWARD) {
+#pragma unroll
+              for (int k = 0; k < K; ++k)
+                if (k < n) s[e] += backward_term(at(v[k], e), at(g[k], e), a.log);
+            } else {
+              online_add<K>(m[e], s[e], [&](int k) { return k < n ? at(v[k], e) : kNegInf; });
+            }
+          }
+        }
+      }
+      if constexpr (BACKWARD) {
+        reduce_slots<VEC>(s, scratch, lane, slot, tile, slots, SumOp{});
+      } else {
+        pair_across_slots<VEC>(m, s, scratch, lane, slot, tile, slots);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[e] = a.log ? logf(s[e]) : 1.0f / s[e];
+      }
+      // Pass 2, last element first, K loads at a time.
+      if (live && slot < cols) {
+        const std::int64_t last = slot + (cols - 1 - slot) / slots * slots;
+        for (std::int64_t c0 = last; c0 >= 0; c0 -= std::int64_t(K) * slots) {
+          V v[K];
+          V g[BACKWARD ? K : 1];
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const std::int64_t c = c0 - std::int64_t(k) * slots;
+            if (c >= 0) {
+              v[k] = load(x, a.x_col_stride, c);
+              if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const std::int64_t c = c0 - std::int64_t(k) * slots;
+            if (c < 0) break;
+            if constexpr (BACKWARD)
+              store(c, [&](int e) { return backward_value(at(v[k], e), at(g[k], e), s[e], a.log); });
+            else
+              store(c, [&](int e) { return forward_value(at(v[k], e), m[e], s[e], s[e], a.log); });
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif  // DUET_INTERLEAVED_LEAN
 
 // The 16-bit forwards' wide entries (interleaved_vpt_wide) fit 64
 // registers on sm_90 and spill on sm_80 (ptxas -v): they are built for
