@@ -291,25 +291,30 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
     return plan_softmax(d, s, recorded(d));
   };
   // 65536 floats = 16384 vectors: 4 blocks of 512 threads x 8 vectors hold
-  // it; 8 blocks of 256, four an SM, is the plan (up to 8 blocks while each
-  // keeps 128 threads).
+  // it; 16 blocks of 128, eight an SM, is the plan (many float32 rows: up
+  // to 16 blocks while each keeps 128 threads).
   const Plan p = plan(h100, 65536);
   CHECK(p.kernel.strategy == Strategy::cluster_row);
-  CHECK(p.chunks_per_row == 8);
-  CHECK(p.chunk_elems == 8192);
-  CHECK(p.launch.threads_per_block == 256);
+  CHECK(p.chunks_per_row == 16);
+  CHECK(p.chunk_elems == 4096);
+  CHECK(p.launch.threads_per_block == 128);
   CHECK(p.kernel.vpt == 8);
-  CHECK(p.exact.blocks_per_sm == 4);  // four slices an SM; block_row_smem holds one row
+  CHECK(p.exact.blocks_per_sm == 8);  // eight slices an SM; block_row_smem holds one row
   // One wave of whole clusters, walking the rows.
-  CHECK(p.geometry.grid == p.resident_blocks / 4 * 4);
+  CHECK(p.geometry.grid == p.resident_blocks / 16 * 16);
   CHECK(p.geometry.grid < 4096 * 4);
   CHECK(std::int64_t(p.launch.threads_per_block) * p.kernel.vpt * p.kernel.vec >= p.chunk_elems);
-  // Past 8 blocks of 512, 16 (a non-portable cluster size) while each
-  // keeps 256 threads; past 16 of 512, cluster_row_smem (the next case).
+  // 16 blocks (a non-portable cluster size) while each keeps 128 threads
+  // (float32, many rows) or 256 (16-bit; few rows); past 16 of 512,
+  // cluster_row_smem (the next case).
   CHECK(plan(h100, 131072).chunks_per_row == 16);  // 16 blocks of 256 threads
   CHECK(plan(h100, 131072).launch.threads_per_block == 256);
   CHECK(plan(h100, 131076).chunks_per_row == 16);
-  CHECK(plan(h100, 65536).chunks_per_row == 8);  // 16 would leave 128 threads a block
+  CHECK(plan(h100, 65472).chunks_per_row == 8);  // 16 would leave fewer than 128 threads a block
+  CHECK(plan(h100, 65476).chunks_per_row == 16);
+  CHECK(plan(h100, 65536, DType::bf16).chunks_per_row == 8);  // 16 would leave 64 threads a block
+  // Few rows keep clusters of 8 where 16 would need blocks of 128 threads.
+  CHECK(plan_softmax(h100, {DType::f32, false, 8, 65536, true}, recorded(h100)).chunks_per_row == 8);
   CHECK(plan(h100, 262144).chunks_per_row == 16);
   CHECK(plan(h100, 262144).launch.threads_per_block == 512);
   // At most 8 blocks: what the runtime plans again with where the device

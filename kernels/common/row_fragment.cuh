@@ -35,13 +35,29 @@
 
 namespace duet::DUET_NS::kernels {
 
-// The slice's largest input value, from m.
+// The slice's largest input value, from m. 16-bit packs held as words
+// take it two halves at a time where the device has a packed max (half an
+// instruction an element, where a float max needs the element's conversion
+// and the max); fmaxf's handling of NaN is the packed max's.
 template <class T, int PACK, class Slice>
 __device__ __forceinline__ float slice_max(float m, const Slice& slice) {
+  [[maybe_unused]] unsigned halves = kNegInfHalves<T>;
   slice([&](const auto& x, const auto&, const auto&) DUET_INLINE_LAMBDA {
+    if constexpr (sizeof(T) == 2 && sizeof(x) == 16 && DUET_DEVICE_CVT_RN16) {
+      DUET_RAW16 r;
+      __builtin_memcpy(&r, &x, 16);
+      const unsigned w01 = max_halves<T>(DUET_RAW16_WORD(r, 0), DUET_RAW16_WORD(r, 1));
+      const unsigned w23 = max_halves<T>(DUET_RAW16_WORD(r, 2), DUET_RAW16_WORD(r, 3));
+      halves = max_halves<T>(halves, max_halves<T>(w01, w23));
+    } else {
 #pragma unroll
-    for (int e = 0; e < PACK; ++e) m = fmaxf(m, element<T>(x, e));
+      for (int e = 0; e < PACK; ++e) m = fmaxf(m, element<T>(x, e));
+    }
   });
+  if constexpr (sizeof(T) == 2 && DUET_DEVICE_CVT_RN16) {
+    const Words8 w{{halves, halves}};
+    m = fmaxf(m, fmaxf(element<T>(w, 0), element<T>(w, 1)));
+  }
   return m;
 }
 

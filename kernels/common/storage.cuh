@@ -121,6 +121,12 @@ __device__ __forceinline__ float element(const V& p, int e) {
       if constexpr (std::is_same_v<T, bf16_t>) return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
       return to_float(T{static_cast<unsigned short>(e % 2 ? w >> 16 : w & 0xffffu)});
     }
+  } else if constexpr (std::is_same_v<T, bf16_t> && sizeof(V) % 4 == 0) {
+    // The element's word: the high half is a mask of it, where the half
+    // alone took a byte permute and a shift (SASS, sm_90).
+    unsigned w;
+    __builtin_memcpy(&w, &p.v[e & ~1], 4);
+    return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
   } else {
     return to_float(p.v[e]);
   }

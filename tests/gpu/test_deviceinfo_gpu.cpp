@@ -69,9 +69,15 @@ TEST_CASE("deviceinfo --plan on a GPU prints the plan a call launches: 216 shape
         CHECK(shown["block"] == launched.geometry.block);
         CHECK(shown["dynamic_smem_bytes"] == launched.launch.dynamic_smem_bytes);
         CHECK(shown["resident_blocks"] == launched.resident_blocks);
+        // A row's parts: a cluster's blocks, grid_row's blocks, or split
+        // chunks, each under its own key.
         if (launched.chunks_per_row > 0) {
-          const json& part = shown.contains("cluster") ? shown["cluster"] : shown["split"];
-          CHECK(part[shown.contains("cluster") ? "blocks" : "chunks_per_row"] == launched.chunks_per_row);
+          if (shown.contains("cluster"))
+            CHECK(shown.at("cluster").at("blocks") == launched.chunks_per_row);
+          else if (shown.contains("grid_row"))
+            CHECK(shown.at("grid_row").at("blocks_per_row") == launched.chunks_per_row);
+          else
+            CHECK(shown.at("split").at("chunks_per_row") == launched.chunks_per_row);
         }
         ++compared;
       }

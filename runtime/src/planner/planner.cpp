@@ -75,13 +75,14 @@ Plan make_plan(const DeviceProps& dev, const SoftmaxShape& s, const Variant& v, 
 
 // cluster_row for a row of nv vectors at 8 vectors a thread: the fewest
 // blocks (2, 4, 8, 16) of up to 512 threads that hold the row, then twice
-// as many while each keeps at least 128 threads (up to 8 blocks) or 256
-// (16): smaller blocks, more of them an SM, overlap one block's arithmetic
-// with another's loads. H200 (bench/NOTES.md, v21): f32 N = 65536 0.857 of
-// copy as 4 blocks of 512 threads, 0.874 as 8 of 256; bf16 131072 0.814 ->
-// 0.863; f32 131072 0.889 as 8 of 512, 0.906 as 16 of 256; f32 262144 as
-// 16 of 512: 0.89 against split_stream's 0.75; blocks of fewer threads lost
-// (bf16 40000 as 8 of 128: 0.80 against 0.82 as 4 of 192).
+// as many while each keeps at least 128 threads (up to 8 blocks; 16 for
+// many float32 rows) or 256 (16): smaller blocks, more of them an SM,
+// overlap one block's arithmetic with another's loads. H200 (bench/NOTES.md,
+// v21): f32 N = 65536 0.857 of copy as 4 blocks of 512 threads, 0.874 as 8
+// of 256; bf16 131072 0.814 -> 0.863; f32 131072 0.889 as 8 of 512, 0.906 as
+// 16 of 256; f32 262144 as 16 of 512: 0.89 against split_stream's 0.75;
+// blocks of fewer threads lost (bf16 40000 as 8 of 128: 0.80 against 0.82 as
+// 4 of 192).
 // 16 is not a portable size: the vendor's count of active clusters (0
 // where the device refuses it) has the last word. (compute-sanitizer's
 // synccheck ends every launch of clusters of 16 with an illegal address,
@@ -99,8 +100,13 @@ bool plan_cluster_row(const DeviceProps& dev, const SoftmaxShape& s, int vec, bo
   int blocks = 2;
   while (blocks < most && ceil_div(nv, blocks) > max_slice) blocks *= 2;
   if (ceil_div(nv, blocks) > max_slice) return false;
+  // 16 blocks while each keeps 128 threads for many float32 rows (f32
+  // 65536 as 16 of 128 against 8 of 256: 0.880 -> 0.900 of copy, H200,
+  // bench/NOTES.md v93), 256 otherwise (bf16 / f16 131072: the same within
+  // 0.004; few rows in a CUDA graph ran slower as 16, v75).
+  const std::int64_t min_slice16 = (dtype_size(s.dtype) == 4 && !few_rows(dev, s.rows)) ? min_slice : 2 * min_slice;
   while (2 * blocks <= most &&
-         ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : 2 * min_slice))
+         ceil_div(nv, 2 * blocks) >= (2 * blocks <= kPortableClusterBlocks ? min_slice : min_slice16))
     blocks *= 2;
   while (blocks < std::min(s.options.min_cluster_blocks, most)) blocks *= 2;
   // A row or two alone on the device: the most blocks a cluster, so that
