@@ -261,6 +261,14 @@ constexpr int interleaved_vpt_wide(DType dtype, int vec, bool backward) {
 constexpr bool interleaved_is_wide(DType dtype, int vec, int vpt, bool backward) {
   return vpt > 0 && vpt == interleaved_vpt_wide(dtype, vec, backward);
 }
+// Whether an interleaved_rows entry is capped below its launch bounds'
+// registers (kInterleavedRegisters says how far): the register entries on
+// packs, every backward and the float32 forward. On NVIDIA the cap
+// (__maxnreg__) replaces the launch bounds, so the device reports the most
+// threads the cap allows.
+constexpr bool interleaved_is_register_capped(DType dtype, int vec, int vpt, bool backward) {
+  return vpt > 0 && vec > 1 && (backward || dtype_size(dtype) == 4);
+}
 // interleaved_smem: blocks of 512 threads holding a tile of packs of rows in
 // shared memory, copied there by cp.async where the device has it (sm_80+).
 inline constexpr int kInterleavedSmemThreads = 512;

@@ -338,7 +338,7 @@ TEST_CASE("cluster_row: rows past one block's registers over a cluster, on Hoppe
   CHECK(uneven.launch.threads_per_block == 192);
   CHECK(std::int64_t(uneven.launch.threads_per_block) * uneven.kernel.vpt * 4 >= 5000);
   // DUET_CLUSTER_BLOCKS=16: clusters of 16 where 8 would do.
-  SoftmaxShape sixteen{DType::f32, false, 4096, 65536, true};
+  SoftmaxShape sixteen{DType::f32, false, 4096, 65472, true};
   sixteen.options.min_cluster_blocks = 16;
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).chunks_per_row == 16);
   CHECK(plan_softmax(h100, sixteen, recorded(h100)).launch.threads_per_block == 128);

@@ -35,10 +35,11 @@
 
 namespace duet::DUET_NS::kernels {
 
-// The slice's largest input value, from m. 16-bit packs held as words
-// take it two halves at a time where the device has a packed max (half an
-// instruction an element, where a float max needs the element's conversion
-// and the max); fmaxf's handling of NaN is the packed max's.
+// The slice's largest input value, from m. 16-byte packs of 16-bit values
+// take it on their 32-bit words, two halves at a time, where the device has
+// a packed max (half an instruction an element, where a float max needs the
+// element's conversion and the max); fmaxf's handling of NaN is the packed
+// max's.
 template <class T, int PACK, class Slice>
 __device__ __forceinline__ float slice_max(float m, const Slice& slice) {
   [[maybe_unused]] unsigned halves = kNegInfHalves<T>;

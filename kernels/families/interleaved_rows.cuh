@@ -657,10 +657,9 @@ inline constexpr bool kInterleavedWide = interleaved_is_wide(kDTypeOf<T>, VEC, V
 // the target: the host's pass picks the same kernel as the device's.
 template <class T, int VEC, int VPT, bool BACKWARD>
 inline constexpr int kInterleavedRegisters =
-    VPT == 0 || VEC == 1 ? 0
-    : BACKWARD           ? (sizeof(T) == 4 || DUET_DEVICE_SM90 ? 48 : 56)
-    : sizeof(T) == 4     ? 56
-                         : 0;
+    !interleaved_is_register_capped(kDTypeOf<T>, VEC, VPT, BACKWARD) ? 0
+    : BACKWARD ? (sizeof(T) == 4 || DUET_DEVICE_SM90 ? 48 : 56)
+               : 56;
 template <class T, int VEC, int VPT, bool BACKWARD>
 __device__ __forceinline__ void interleaved_rows_entry(const SoftmaxArgs& a) {
   if constexpr (kInterleavedWide<T, VEC, VPT, BACKWARD> && !DUET_DEVICE_SM90)

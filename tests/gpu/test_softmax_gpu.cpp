@@ -474,13 +474,11 @@ TEST_CASE("each family's block limit in kFamilies is its kernels' launch bound")
     if (var.strategy == Strategy::split_row && !DUET_HAVE_EXPERIMENTS) continue;
     const KernelAttributes a = live_kernel_attributes(dev, v, false);
     INFO(a.name);
-    // interleaved_rows' entries with a register cap (kInterleavedRegisters:
-    // every backward and the float32 forward of register tiles) carry no
-    // launch bound on NVIDIA, where the cap (__maxnreg__) excludes one: the
-    // device reports the most threads the cap allows, and the planner
-    // launches the table's.
+    // interleaved_rows' register-capped entries carry no launch bound on
+    // NVIDIA: the device reports the most threads the cap allows, and the
+    // planner launches the table's.
     const bool capped = dev.props().vendor == Vendor::nvidia && var.strategy == Strategy::interleaved_rows &&
-                        var.vpt > 0 && var.vec > 1 && (var.backward || var.dtype == DType::f32);
+                        interleaved_is_register_capped(var.dtype, var.vec, var.vpt, var.backward);
     if (capped)
       CHECK(a.max_threads_per_block >= max_threads_per_block(var));
     else
