@@ -9,12 +9,13 @@ install(DIRECTORY runtime/include/duet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} F
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/include/duet/config.hpp ${CMAKE_CURRENT_BINARY_DIR}/include/duet/export.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/duet)
 # The public headers include these kernel headers as "softmax_variants.hpp",
-# "softmax_args.hpp" (which includes "host_device.hpp") and "fused_args.hpp";
+# "softmax_args.hpp" (which includes "host_device.hpp") and "fused_args.hpp"
+# (which includes "row_divisor.hpp");
 # a quoted include is looked up next to the including header first, so
 # installing them beside it (include/duet/) resolves them without putting
 # generic names at the top of the include directory.
-install(FILES kernels/softmax_variants.hpp kernels/softmax_args.hpp kernels/host_device.hpp kernels/fused_args.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/duet)
+install(FILES kernels/softmax_variants.hpp kernels/softmax_args.hpp kernels/host_device.hpp kernels/row_divisor.hpp
+              kernels/fused_args.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/duet)
 install(EXPORT duetTargets NAMESPACE duet:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/duet)
 
 # What a consumer must find: nothing for a shared libduet (its dependencies

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "row_divisor.hpp"
 #include "softmax_args.hpp"
 #include "softmax_variants.hpp"
 
@@ -85,6 +86,10 @@ struct FusedArgs {
   std::int64_t mask_head_stride = 0;
   std::int64_t mask_row_stride = 0;
   std::int64_t causal_offset = 0;
+  // seq_q and heads as divisors of row indices: the GPU launch sets them
+  // from the two fields above.
+  RowDivisor seq_q_divisor;
+  RowDivisor heads_divisor;
   // A row with every element masked: 0 gives NaN (torch), 1 gives zeros.
   int zero_masked_rows = 0;
 

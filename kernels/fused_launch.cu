@@ -152,6 +152,8 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch,
     g_smem.allow(ordinal, launch.variant, reinterpret_cast<const void*>(fn), launch.geometry.dynamic_smem);
     FusedArgs k = args;
     k.stash_bytes = launch.geometry.dynamic_smem;  // stream_row's stash: all of it
+    k.seq_q_divisor = row_divisor(args.seq_q, args.rows);
+    k.heads_divisor = row_divisor(args.heads, args.rows);
     fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(k);
   }
   DUET_GPU_CHECK(cudaGetLastError());

@@ -80,22 +80,25 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
 // light ops, for rows of up to 16, 64, 128 and 256 packs: at least 8 threads
 // a row (a warp's load covers whole 128-byte lines) and 2 packs a thread in
 // flight; the others cover rows up to 16, 32, 64 and 128 packs with 2
-// packs a thread for the two shortest (8 and 16 threads a row) and half the
-// light ops' packs for the longer two: one pack a thread (32 threads for a
-// row of 16 or 32 packs) left too few loads in flight to cover memory
-// latency.
-// With edges (rows off the pack grid), the longest additive-mask shape keeps
-// 3 packs a thread: 4 packs of scores and mask and the edges' registers
-// spill past kFusedRegisterCap (ptxas -v, sm_80 and sm_90).
+// packs a thread for the shortest (8 threads a row) and 4 for the rest (8,
+// 16 and 32 threads a row): one pack a thread (32 threads for a row of 16
+// or 32 packs) left too few loads in flight to cover memory latency, and a
+// row's own work (its addresses, a mask row's place, the lanes' combine)
+// is paid by each of its threads, so fewer threads with more packs each
+// spend less of it an element (bench/NOTES.md v96).
+// With edges (rows off the pack grid), the additive mask keeps 2 packs a
+// thread for rows of up to 64 packs and 3 for the longest shape: 4 packs
+// of scores and mask and the edges' registers spill past kFusedRegisterCap
+// (ptxas -v, sm_80 and sm_90).
 inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {32, 2}, {32, 4}, {32, 8}}};
 constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i, bool edges = false) {
-  const int vpt = kFusedGroupShapes[i][1];
-  const bool longest = i + 1 == int(kFusedGroupShapes.size());
-  if (edges && longest && op == FusedOp::masked_softmax && mask == MaskKind::additive)
-    return {kFusedGroupShapes[i][0], 3};
   if (fused_light(op, mask) || i == 0) return kFusedGroupShapes[i];
-  if (i == 1) return {16, 2};
-  return {kFusedGroupShapes[i][0], vpt / 2};
+  if (edges && op == FusedOp::masked_softmax && mask == MaskKind::additive) {
+    constexpr std::array<std::array<int, 2>, 4> additive_edges{{{8, 2}, {16, 2}, {32, 2}, {32, 3}}};
+    return additive_edges[i];
+  }
+  constexpr std::array<std::array<int, 2>, 4> two_tensors{{{8, 2}, {8, 4}, {16, 4}, {32, 4}}};
+  return two_tensors[i];
 }
 // block_row packs a thread on the vector path (others: half; causal too,
 // whose column compares spill 8 packs of 16-bit values on sm_80; the

@@ -717,6 +717,14 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   CHECK(p.kernel == "group_rows<masked_softmax:causal,f32,vec1,g32,v8>");
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::f16, 4096, 1, true));
   CHECK(p.kernel == "group_rows<masked_softmax:boolean,f16,vec8,g8,v2,edges>");
+  // Two tensors a row position: rows of 17..32 and 33..64 packs as 8 and 16
+  // threads of 4 packs (the light ops take 32 threads of 2 and 4).
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 256, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:boolean,bf16,vec8,g8,v4>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::additive, DType::bf16, 4096, 512, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:additive,bf16,vec8,g16,v4>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::none, DType::bf16, 4096, 512, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:none,bf16,vec8,g32,v2>");
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax_backward, MaskKind::none, DType::f32, 64, 4097, true));
   CHECK(p.kernel.rfind("block_row<masked_softmax_backward,f32,vec4,", 0) == 0);
   CHECK(p.kernel.find(",edges>") != std::string::npos);

@@ -16,6 +16,16 @@ __device__ __forceinline__ float duet_ex2_approx(float x) {
   return y;
 }
 
+// Byte k of the result 0xff where the top bit of byte ((sel >> 4k) & 3) of
+// w is set, else 0x00: one prmt.b32 whose selector nibbles ask for the
+// byte's sign replicated (PTX ISA, "prmt", default mode: bit 3 of a
+// nibble). Every architecture has it.
+__device__ __forceinline__ unsigned duet_byte_signs(unsigned w, unsigned sel) {
+  unsigned r;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "r"(sel | 0x8888u));
+  return r;
+}
+
 // A 16-byte load whose line should outlast others in L2 until its last use
 // (an L2::evict_last cache policy: PTX ISA, "createpolicy" and "ld" with
 // .L2::cache_hint, sm_80+); a plain load before sm_80.

@@ -23,6 +23,7 @@
 //   DUET_RAW16, DUET_RAW16_WORD, DUET_RAW16_MAKE   16 bytes as one register value
 //   DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING   cache hints
 //   DUET_STORE_WORDS          one store instruction for a pack's words
+//   duet_byte_signs(w, sel)   bytes of 0xff / 0x00 from the top bits of w's bytes
 //   DUET_FULL_MASK            the shuffle mask
 //   duet::vendor::            kName, memory_type, launch_cluster, launch_cooperative,
 //                             max_active_clusters

@@ -116,6 +116,17 @@ typedef unsigned duet_raw16_t __attribute__((ext_vector_type(4)));
 // Word i (0..3) of a DUET_RAW16, and one made of four words.
 #define DUET_RAW16_WORD(r, i) (r)[i]
 #define DUET_RAW16_MAKE(a, b, c, d) duet_raw16_t{(a), (b), (c), (d)}
+// Byte k of the result 0xff where the top bit of byte ((sel >> 4k) & 3) of
+// w is set, else 0x00 (hopper_ptx.h's prmt on NVIDIA; v_perm_b32 replicates
+// the signs of odd bytes only, so byte by byte here).
+#if defined(__clang__)
+__device__ __forceinline__ unsigned duet_byte_signs(unsigned w, unsigned sel) {
+  unsigned r = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) r |= ((w >> (8 * ((sel >> (4 * k)) & 3u) + 7)) & 1u) * (0xffu << (8 * k));
+  return r;
+}
+#endif
 // Cache hints for split_stream. Its first read has no keep-in-L2 hint here (a
 // plain load); its re-read is the last use of the input, and its output is
 // not read again by the kernel (nontemporal: the "slc" hint on CDNA).

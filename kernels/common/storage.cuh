@@ -77,9 +77,11 @@ __device__ __forceinline__ unsigned max_halves(unsigned a, unsigned b) {
   return a;  // not called: the kernel takes the max element by element
 #endif
 }
-// A word of two -inf halves of 16-bit T.
+// A word of two -inf halves of 16-bit T, and of two +inf halves.
 template <class T>
 inline constexpr unsigned kNegInfHalves = std::is_same_v<T, bf16_t> ? 0xff80ff80u : 0xfc00fc00u;
+template <class T>
+inline constexpr unsigned kPosInfHalves = std::is_same_v<T, bf16_t> ? 0x7f807f80u : 0x7c007c00u;
 
 // PACK elements moved as one access (16 bytes on the vector paths, one
 // element on the scalar path), held element by element.

@@ -16,6 +16,11 @@
 //              elsewhere (stream_row's cp.async stash) is the Item
 //   Scalar     the same op's policy on single elements (PACK = 1)
 //   load<H>(it, p)          loads pack p of every tensor
+//   prepare(it, p)          (where a policy has it) rewrites a loaded Item
+//                           into the form accumulate and store read, once
+//                           its loads have landed; the strategies call it
+//                           once an Item, before its first accumulate, and
+//                           again for an Item loaded again (prepare_item)
 //   accumulate(acc, it, p)  adds pack p to the thread's RowAcc
 //   finish(acc) -> Final    the row's constants, from the combined RowAcc;
 //                           Final is the same type for every PACK and
@@ -108,16 +113,56 @@ struct BoolPackOf<8> {
 };
 template <int PACK>
 using BoolPack = typename BoolPackOf<PACK>::type;
+
+// Byte e of a boolean mask pack, as a word.
 __device__ __forceinline__ unsigned mask_byte(std::uint8_t b, int) { return b; }
 __device__ __forceinline__ unsigned mask_byte(unsigned w, int e) { return (w >> (8 * e)) & 0xffu; }
-__device__ __forceinline__ unsigned mask_byte(const uint2& w, int e) {
-  return ((e < 4 ? w.x : w.y) >> (8 * (e % 4))) & 0xffu;
+
+// The top bit of each byte of w set where that byte is nonzero (a boolean
+// mask's byte is true for any nonzero value): no carry leaves a byte, as
+// 0x7f + 0x7f < 0x100.
+__device__ __forceinline__ unsigned nonzero_bytes(unsigned w) { return ((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w; }
+
+// x's pack of 16-bit T with the elements a boolean mask pack marks replaced
+// by `fill` (T's bits in both halves), word by word: a select mask a word
+// from the mask bytes' top bits (duet_byte_signs), then one bitwise select.
+// Element e of a pack is byte e of the mask.
+template <class T, int PACK, class V, class M>
+__device__ __forceinline__ V fold_mask(const V& x, const M& mk, unsigned fill) {
+  static_assert(sizeof(T) == 2, "16-bit elements, two a word");
+  if constexpr (PACK == 1) {
+    static_assert(sizeof(M) == 1, "a byte an element");
+    if (mk == 0) return x;
+    V o;
+    o.v[0] = T{static_cast<unsigned short>(fill)};
+    return o;
+  } else {
+    static_assert(std::is_same_v<V, DUET_RAW16> && sizeof(M) == PACK, "16-byte packs of x, a mask byte an element");
+    unsigned m[PACK / 4];
+    __builtin_memcpy(m, &mk, sizeof(M));
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // Word i of x holds elements 2i and 2i + 1: bytes 2i % 4 and
+      // 2i % 4 + 1 of the mask's word i / 2.
+      const unsigned s = duet_byte_signs(nonzero_bytes(m[i / 2]), i % 2 ? 0x3322u : 0x1100u);
+      w[i] = (DUET_RAW16_WORD(x, i) & ~s) | (fill & s);
+    }
+    return DUET_RAW16_MAKE(w[0], w[1], w[2], w[3]);
+  }
 }
 
 // ------------------------------------------------------------ masked softmax
 // v = scale * x + mask (additive), -inf where masked (boolean, causal);
 // y = softmax(v). A row with every v = -inf gives NaN, or zeros when
-// zero_masked_rows. With SHARED (block_row's widest entries,
+// zero_masked_rows. A boolean mask over 16-bit x is folded into x by
+// prepare, once a pack: its marked elements become -inf (+inf where the
+// scale is negative, so scale * x is -inf either way), and accumulate and
+// store read x alone, with no test an element in either pass (16-bit rows
+// are issue-bound; float32 rows, memory-bound, keep a byte test an element
+// in each pass, which measured faster there: bench/NOTES.md v94). A zero
+// scale runs as scale 1 over x * 0 (0, or NaN where x is not finite),
+// folded after, since 0 * inf would be NaN. With SHARED (block_row's widest entries,
 // fused_mask_in_shared) a mask pack goes from global to shared memory by
 // cp.async, pack p of the row at place p of the block's dynamic shared
 // memory, and is read there: the Item holds x alone. The kernel waits for
@@ -164,6 +209,9 @@ struct MaskedSoftmaxOp {
   int limit = 0;
   float scale;
   int zero_rows;
+  unsigned fill = 0;        // folded: T's -inf (or +inf) bits in both halves of the word
+  bool zero_scale = false;  // folded: x is multiplied by 0 before the fold, scale is 1
+  static constexpr bool kPrepares = MASK == MaskKind::boolean && sizeof(T) == 2;
 
   __device__ __forceinline__ MaskedSoftmaxOp(const FusedArgs& a, std::int64_t row, int shift)
       : x(fused_row<T, V>(a.x, row, a.x_stride, shift)),
@@ -171,14 +219,17 @@ struct MaskedSoftmaxOp {
         scale(a.scale),
         zero_rows(a.zero_masked_rows) {
     if constexpr (MASK != MaskKind::none) {
-      const std::int64_t i = row % a.seq_q;
+      // Query i of head h of batch b; divisions by multiplication where the
+      // rows allow it (row_divisor.hpp).
+      const RowQuotient by_query = divide(a.seq_q_divisor, row);
+      const std::int64_t i = by_query.r;
       if constexpr (MASK == MaskKind::causal) {
         // 32-bit column compares (cols < 2^31) cost fewer registers.
         const std::int64_t last = i + a.causal_offset;
         limit = static_cast<int>(last < -1 ? -1 : last > a.cols ? a.cols : last) - shift;
       } else {
-        const std::int64_t bh = row / a.seq_q;
-        const std::int64_t off = (bh / a.heads) * a.mask_batch_stride + (bh % a.heads) * a.mask_head_stride +
+        const RowQuotient by_head = divide(a.heads_divisor, by_query.q);
+        const std::int64_t off = by_head.q * a.mask_batch_stride + by_head.r * a.mask_head_stride +
                                  i * a.mask_row_stride + shift;
         if constexpr (MASK == MaskKind::additive)
           mask = reinterpret_cast<const MaskPack*>(static_cast<const T*>(a.mask) + off);
@@ -187,6 +238,11 @@ struct MaskedSoftmaxOp {
         if constexpr (SHARED) {
           extern __shared__ float4 dynamic_smem[];
           shared_mask = reinterpret_cast<MaskPack*>(dynamic_smem);
+        }
+        if constexpr (kPrepares) {
+          fill = a.scale >= 0 ? kNegInfHalves<T> : kPosInfHalves<T>;
+          zero_scale = a.scale == 0.0f;
+          if (zero_scale) scale = 1.0f;
         }
       }
     }
@@ -200,7 +256,9 @@ struct MaskedSoftmaxOp {
         mask(reinterpret_cast<const MaskPack*>(o.mask)),
         limit(o.limit),
         scale(o.scale),
-        zero_rows(o.zero_rows) {}
+        zero_rows(o.zero_rows),
+        fill(o.fill),
+        zero_scale(o.zero_scale) {}
 
   template <LoadHint H>
   __device__ __forceinline__ void load(Item& it, std::int64_t p) const {
@@ -227,10 +285,20 @@ struct MaskedSoftmaxOp {
       return it.mk;
   }
 
+  // The boolean mask into x (see above), after the Item's loads and the
+  // mask's copies to shared memory have landed.
+  __device__ __forceinline__ void prepare(Item& it, std::int64_t p) const {
+    static_assert(kPrepares, "only a boolean mask over 16-bit x folds");
+    if (zero_scale) [[unlikely]]
+      it.x = make_pack<T, V>([&](int e) { return 0.0f * element<T>(it.x, e); });
+    it.x = fold_mask<T, PACK>(it.x, mask_of(it, p), fill);
+  }
+
+  // v of element e of a prepared Item (a folded mask is in x already).
   __device__ __forceinline__ float value(const Item& it, const MaskPack& mk, int e, std::int64_t p) const {
     float v = scale * element<T>(it.x, e);
     if constexpr (MASK == MaskKind::additive) v += element<T>(mk, e);
-    if constexpr (MASK == MaskKind::boolean) v = mask_byte(mk, e) != 0 ? kNegInf : v;
+    if constexpr (MASK == MaskKind::boolean && !kPrepares) v = mask_byte(mk, e) != 0 ? kNegInf : v;
     if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }

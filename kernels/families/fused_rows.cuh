@@ -49,6 +49,18 @@ __device__ __forceinline__ RowSpan row_span(const FusedArgs& a, std::int64_t row
   return row_span<T, PACK>(a.x, row, a.x_stride, a.cols);
 }
 
+// An Item made ready for accumulate and store (the policy's prepare, where
+// it has one: fused_ops.cuh): once an Item, after its loads, before its
+// first accumulate or store.
+template <class Op, class = void>
+struct Prepares : std::false_type {};
+template <class Op>
+struct Prepares<Op, std::void_t<decltype(Op::kPrepares)>> : std::bool_constant<Op::kPrepares> {};
+template <class Op>
+__device__ __forceinline__ void prepare_item(const Op& op, typename Op::Item& it, std::int64_t p) {
+  if constexpr (Prepares<Op>::value) op.prepare(it, p);
+}
+
 // The edge elements a thread of a row holds, in registers next to its
 // packs: the head's and the tail's elements, at most 2 (PACK - 1), are
 // numbered e = 0.. (head first) and thread t of the row's THREADS holds
@@ -85,7 +97,15 @@ struct RowEdges {
     for (int k = 0; k < kSlots; ++k)
       if (has[k]) op.template load<H>(it[k], p[k]);
   }
-  __device__ __forceinline__ void accumulate(RowAcc& acc) const {
+  // After load: the Items made ready for accumulate and store.
+  __device__ __forceinline__ void prepare() {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      if (has[k]) prepare_item(op, it[k], p[k]);
+  }
+  // Prepares the Items, then adds them.
+  __device__ __forceinline__ void accumulate(RowAcc& acc) {
+    prepare();
 #pragma unroll
     for (int k = 0; k < kSlots; ++k)
       if (has[k]) op.accumulate(acc, it[k], p[k]);
@@ -203,10 +223,12 @@ __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Fi
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     if (j * nt + tid >= left) continue;
-    if (stash.holds(c, j))
+    if (stash.holds(c, j)) {
       op.store(stash.get(c, j), c0 + j * nt + tid, f, true);
-    else
+    } else {
+      prepare_item(op, it[j], c0 + j * nt + tid);
       op.store(it[j], c0 + j * nt + tid, f, true);
+    }
   }
 }
 
@@ -227,6 +249,7 @@ __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, Ro
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     if (j * nt + tid >= left) continue;
+    prepare_item(op, it[j], c0 + j * nt + tid);  // the stash keeps the prepared Item
     if (stash.holds(c, j)) stash.put(c, j, it[j]);
     op.accumulate(acc, it[j], c0 + j * nt + tid);
   }
@@ -281,6 +304,7 @@ template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
 __device__ __forceinline__ void stream_accumulate_stashed(const Op& op, Edges& edges, RowAcc& acc,
                                                           const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
                                                           int packs, int pending) {
+  static_assert(!Prepares<Op>::value, "the stash's copies are x's packs as loaded");
   constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
   const int c0 = c * nt * VPT, left = packs - c0;
@@ -355,7 +379,10 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * GROUP + lane;
-      if (row_ok && p < packs) op.accumulate(acc, it[j], p);
+      if (row_ok && p < packs) {
+        prepare_item(op, it[j], p);
+        op.accumulate(acc, it[j], p);
+      }
     }
     if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
@@ -390,7 +417,10 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * nt + tid;
-      if (p < packs) op.accumulate(acc, it[j], p);
+      if (p < packs) {
+        prepare_item(op, it[j], p);
+        op.accumulate(acc, it[j], p);
+      }
     }
     if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
@@ -446,6 +476,7 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
           if (j * nt + tid >= left) continue;
+          prepare_item(op, it[j], c0 + j * nt + tid);  // the stash keeps the prepared Item
           if (stash.holds(c, j)) stash.put(c, j, it[j]);
           op.accumulate(acc, it[j], c0 + j * nt + tid);
         }
@@ -495,7 +526,10 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_edges_kernel(
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * GROUP + lane;
-      if (row_ok && p < span.body) op.accumulate(acc, it[j], p);
+      if (row_ok && p < span.body) {
+        prepare_item(op, it[j], p);
+        op.accumulate(acc, it[j], p);
+      }
     }
     if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
@@ -534,7 +568,10 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * nt + tid;
-      if (p < span.body) op.accumulate(acc, it[j], p);
+      if (p < span.body) {
+        prepare_item(op, it[j], p);
+        op.accumulate(acc, it[j], p);
+      }
     }
     if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
@@ -597,6 +634,7 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_stream
     if (tid == 0) op.epilogue(f, row);
     if (op.writes()) {
       edges.template load<LoadHint::last_use>();
+      edges.prepare();
       edges.store(f, true);
       for (int c = chunks - 1; c >= 0; --c)
         stream_write<Op, VPT, BLOCK>(op, f, stash, c, c * kChunk, packs - c * kChunk);

@@ -563,6 +563,15 @@ TEST_CASE("fused masked softmax: strides, misaligned rows, in place, temperature
       hot.mask = MaskKind::none;
       hot.scale = 1.0f / 0.7f;  // sampling's temperature 0.7
       run_masked(dev, hot);
+      // The boolean mask is folded into x as an infinity whose sign
+      // depends on the scale's, and a zero scale multiplies x by 0 first.
+      for (float scale : {-0.5f, 0.0f}) {
+        MsCase signed_scale = c;
+        signed_scale.scale = scale;
+        run_masked(dev, signed_scale);
+        signed_scale.fully_masked = true;
+        run_masked(dev, signed_scale);
+      }
     }
 }
 
