@@ -60,6 +60,12 @@ template <class Op>
 __device__ __forceinline__ void prepare_item(const Op& op, typename Op::Item& it, std::int64_t p) {
   if constexpr (Prepares<Op>::value) op.prepare(it, p);
 }
+// A held Item prepared, then added to the thread's partial results.
+template <class Op>
+__device__ __forceinline__ void accumulate_item(const Op& op, RowAcc& acc, typename Op::Item& it, std::int64_t p) {
+  prepare_item(op, it, p);
+  op.accumulate(acc, it, p);
+}
 
 // The edge elements a thread of a row holds, in registers next to its
 // packs: the head's and the tail's elements, at most 2 (PACK - 1), are
@@ -379,10 +385,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_kernel(FusedA
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * GROUP + lane;
-      if (row_ok && p < packs) {
-        prepare_item(op, it[j], p);
-        op.accumulate(acc, it[j], p);
-      }
+      if (row_ok && p < packs) accumulate_item(op, acc, it[j], p);
     }
     if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
@@ -417,10 +420,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_kernel(Fuse
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * nt + tid;
-      if (p < packs) {
-        prepare_item(op, it[j], p);
-        op.accumulate(acc, it[j], p);
-      }
+      if (p < packs) accumulate_item(op, acc, it[j], p);
     }
     if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
@@ -526,10 +526,7 @@ __global__ void __launch_bounds__(kFusedGroupBlock, 8) fused_group_edges_kernel(
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * GROUP + lane;
-      if (row_ok && p < span.body) {
-        prepare_item(op, it[j], p);
-        op.accumulate(acc, it[j], p);
-      }
+      if (row_ok && p < span.body) accumulate_item(op, acc, it[j], p);
     }
     if constexpr (reduces<Op>) acc = combine_lanes<Op, GROUP>(acc);
     const auto f = op.finish(acc);
@@ -568,10 +565,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int p = j * nt + tid;
-      if (p < span.body) {
-        prepare_item(op, it[j], p);
-        op.accumulate(acc, it[j], p);
-      }
+      if (p < span.body) accumulate_item(op, acc, it[j], p);
     }
     if constexpr (reduces<Op>) {
       acc = combine_block<Op>(acc, scratch, parity);
