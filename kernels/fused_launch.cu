@@ -108,9 +108,9 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
   if (v.strategy == FusedStrategy::stream_row && l.geometry.block != v.block)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " runs blocks of " + std::to_string(v.block) +
                                               " threads, given " + std::to_string(l.geometry.block));
-  if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockMinThreads)
+  if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockEdgesMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
-                                              std::to_string(kFusedBlockMinThreads) + " threads (a row's edges)");
+                                              std::to_string(kFusedBlockEdgesMinThreads) + " threads (a row's edges)");
   if (v.vec > 1 && !v.edges && !fused_rows_on_packs(a, v.vec))
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
                                               "-element packs from a pack boundary (the row length and stride in "

@@ -48,12 +48,16 @@ struct FusedVariant {
 
 // Block sizes: group_rows blocks of kFusedGroupBlock threads; block_row
 // blocks of kFusedBlockMinThreads..kFusedBlockMaxThreads threads (multiples
-// of 64, whole wavefronts); stream_row blocks of kFusedStreamBlock threads,
+// of 64, whole wavefronts), at least kFusedBlockEdgesMinThreads where the
+// rows have edges (a row's first threads hold them); fewer threads a row
+// with more packs each spend less of a row's own work an element (bench/
+// NOTES.md v100); stream_row blocks of kFusedStreamBlock threads,
 // or on the vector path also half that, two an SM (the planner's choice),
 // each a compile-time constant of its entry so a thread's packs sit at
 // constant offsets.
 inline constexpr int kFusedGroupBlock = 128;
-inline constexpr int kFusedBlockMinThreads = 128;
+inline constexpr int kFusedBlockMinThreads = 64;
+inline constexpr int kFusedBlockEdgesMinThreads = 128;
 inline constexpr int kFusedBlockMaxThreads = 1024;
 inline constexpr int kFusedStreamBlock = 1024;
 // Registers a thread may use, as __launch_bounds__ caps them (the planner's
@@ -76,22 +80,28 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
          (op == FusedOp::masked_softmax && (mask == MaskKind::additive || mask == MaskKind::boolean));
 }
 
-// group_rows shapes (threads a row, packs a thread) on the vector path,
-// light ops, for rows of up to 16, 64, 128 and 256 packs: at least 8 threads
-// a row (a warp's load covers whole 128-byte lines) and 2 packs a thread in
-// flight; the others cover rows up to 16, 32, 64 and 128 packs with 2
-// packs a thread for the shortest (8 threads a row) and 4 for the rest (8,
-// 16 and 32 threads a row): one pack a thread (32 threads for a row of 16
-// or 32 packs) left too few loads in flight to cover memory latency, and a
-// row's own work (its addresses, a mask row's place, the lanes' combine)
-// is paid by each of its threads, so fewer threads with more packs each
-// spend less of it an element (bench/NOTES.md v96).
+// group_rows shapes (threads a row, packs a thread) on the vector path.
+// Light ops cover rows of up to 16, 64, 128 and 256 packs (8 x 2, 16 x 4,
+// 32 x 4, 32 x 8); the others rows of up to 16, 32, 64 and 128 packs (8 x
+// 2, 8 x 4, 16 x 4, 32 x 4). A row's own work (its addresses, a mask row's
+// place, the lanes' combine) is paid by each of its threads, so fewer
+// threads with more packs each spend less of it an element; one pack a
+// thread left too few loads in flight to cover memory latency (bench/
+// NOTES.md v96, v97).
+// Rows of up to 16 packs without edges take 4 threads of 4 packs
+// (kFusedShortShape), but for the backwards, memory-bound over y and dy,
+// which ran 0.02 slower so; with edges they keep 8 threads of 2, as the
+// edges kernel holds a row's up to 14 edge elements in its first 8 lanes
+// (v99).
 // With edges (rows off the pack grid), the additive mask keeps 2 packs a
 // thread for rows of up to 64 packs and 3 for the longest shape: 4 packs
 // of scores and mask and the edges' registers spill past kFusedRegisterCap
 // (ptxas -v, sm_80 and sm_90).
-inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {32, 2}, {32, 4}, {32, 8}}};
+inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {16, 4}, {32, 4}, {32, 8}}};
+inline constexpr std::array<int, 2> kFusedShortShape{4, 4};
 constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i, bool edges = false) {
+  const bool backward = op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward;
+  if (i == 0 && !edges && !backward) return kFusedShortShape;
   if (fused_light(op, mask) || i == 0) return kFusedGroupShapes[i];
   if (edges && op == FusedOp::masked_softmax && mask == MaskKind::additive) {
     constexpr std::array<std::array<int, 2>, 4> additive_edges{{{8, 2}, {16, 2}, {32, 2}, {32, 3}}};

@@ -405,6 +405,40 @@ TEST_CASE("masked softmax: NaN, +inf and -inf scores as torch") {
   });
 }
 
+// A causal row with a NaN or +inf among the columns it sees is NaN in
+// every column, those past the diagonal too, as torch's masked_fill and
+// softmax give; rows of 5 packs, so the columns past the diagonal fill
+// whole packs, which the 16-bit kernels write without computing them.
+TEST_CASE("masked softmax: causal rows with NaN or +inf are NaN past the diagonal too") {
+  on_every_device([&](const Device& dev) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    constexpr std::int64_t rows = 4, cols = 40;
+    std::vector<float> x(std::size_t(rows * cols), 0.5f);
+    x[std::size_t(1 * cols + 0)] = nan;   // row 1 sees columns 0..1
+    x[std::size_t(2 * cols + 2)] = kInf;  // row 2 sees columns 0..2
+    x[std::size_t(3 * cols + 9)] = nan;   // past row 3's diagonal: never seen
+    reference::DenseMask causal;
+    causal.kind = MaskKind::causal;
+    causal.seq_q = rows;
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      const auto want = reference::masked_softmax(x, rows, cols, 1.0f, causal, false);
+      DeviceCopy dx(dev, reference::encode(x, dtype));
+      DeviceCopy dy(dev, std::vector<std::uint8_t>(std::size_t(rows * cols * dtype_size(dtype)), kNaNPoison));
+      Mask m;
+      m.kind = MaskKind::causal;
+      m.seq_q = rows;
+      masked_softmax(dev, dtype, rows, cols, dx.data(), cols, dy.data(), cols, 1.0f, m, false);
+      synchronize(dev);
+      const auto got = dense(dy.get<std::uint8_t>(), rows, cols, cols, dtype);
+      INFO(label(dev, dtype));
+      CHECK(reference::compare(got, want, rows, cols, 1e-2).ok);
+      for (std::int64_t j = cols; j < 3 * cols; ++j) CHECK(std::isnan(got[std::size_t(j)]));
+      for (std::int64_t j = 1; j < cols; ++j) CHECK(got[std::size_t(j)] == 0.0f);
+      for (std::int64_t j = 4; j < cols; ++j) CHECK(got[std::size_t(3 * cols + j)] == 0.0f);
+    }
+  });
+}
+
 TEST_CASE("masked softmax backward: dx = scale * y * (dy - sum(dy * y)), strided and in place") {
   on_every_device([&](const Device& dev) {
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})

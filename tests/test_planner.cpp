@@ -718,13 +718,30 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::f16, 4096, 1, true));
   CHECK(p.kernel == "group_rows<masked_softmax:boolean,f16,vec8,g8,v2,edges>");
   // Two tensors a row position: rows of 17..32 and 33..64 packs as 8 and 16
-  // threads of 4 packs (the light ops take 32 threads of 2 and 4).
+  // threads of 4 packs (the light ops take 16 threads of 4 for both).
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 256, true));
   CHECK(p.kernel == "group_rows<masked_softmax:boolean,bf16,vec8,g8,v4>");
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::additive, DType::bf16, 4096, 512, true));
   CHECK(p.kernel == "group_rows<masked_softmax:additive,bf16,vec8,g16,v4>");
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::none, DType::bf16, 4096, 512, true));
-  CHECK(p.kernel == "group_rows<masked_softmax:none,bf16,vec8,g32,v2>");
+  CHECK(p.kernel == "group_rows<masked_softmax:none,bf16,vec8,g16,v4>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::causal, DType::bf16, 4096, 256, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:causal,bf16,vec8,g16,v4>");
+  // Rows of up to 16 whole packs: 4 threads of 4, but for the backwards and
+  // rows with edges (8 x 2).
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 128, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:boolean,bf16,vec8,g4,v4>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax_backward, MaskKind::none, DType::bf16, 4096, 128, true));
+  CHECK(p.kernel == "group_rows<masked_softmax_backward,bf16,vec8,g8,v2>");
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 127, true));
+  CHECK(p.kernel == "group_rows<masked_softmax:boolean,bf16,vec8,g8,v2,edges>");
+  // block_row: blocks of 64 threads for rows of whole packs, 128 with edges.
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 2048, true));
+  CHECK(p.kernel == "block_row<masked_softmax:boolean,bf16,vec8,v4>");
+  CHECK(p.launch.geometry.block == 64);
+  p = plan_fused(h100, fused_shape(FusedOp::masked_softmax, MaskKind::boolean, DType::bf16, 4096, 2047, true));
+  CHECK(p.kernel == "block_row<masked_softmax:boolean,bf16,vec8,v2,edges>");
+  CHECK(p.launch.geometry.block == 128);
   p = plan_fused(h100, fused_shape(FusedOp::masked_softmax_backward, MaskKind::none, DType::f32, 64, 4097, true));
   CHECK(p.kernel.rfind("block_row<masked_softmax_backward,f32,vec4,", 0) == 0);
   CHECK(p.kernel.find(",edges>") != std::string::npos);
@@ -757,13 +774,25 @@ TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask 
     CHECK(p.why.find("its mask packs in shared memory (" + std::to_string(4 * place) + " KiB, cp.async)") !=
           std::string::npos);
     CHECK(p.why.find("2 blocks an SM") != std::string::npos);
-    // 16384, 8192, 4096: the mask in registers already gives two blocks an
-    // SM or more (512, 256, 128 threads x 4 packs): it stays there.
+    // 16384, 8192, 4096: the mask in registers gives 2, 4 and 8 blocks an
+    // SM (512, 256, 128 threads x 4 packs). Over 16-bit rows it goes to
+    // shared memory where that is at most 4 (boolean) or 2 (additive)
+    // blocks; float32 rows keep it in registers from 2 blocks.
     for (std::int64_t cols : {16384, 8192, 4096}) {
       CAPTURE(cols);
       p = plan(h100, mask, cols);
-      CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v4>");
-      CHECK(p.launch.geometry.block == cols / 32);
+      const bool shared = cols == 16384 || (cols == 8192 && mask == MaskKind::boolean);
+      if (shared) {
+        CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v8,mask_in_smem>");
+        CHECK(p.launch.geometry.block == cols / 64);
+        CHECK(p.launch.geometry.dynamic_smem == cols / 64 * 8 * place);
+      } else {
+        CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",bf16,vec8,v4>");
+        CHECK(p.launch.geometry.block == cols / 32);
+        CHECK(p.launch.geometry.dynamic_smem == 0);
+      }
+      p = plan(h100, mask, cols / 2, DType::f32);  // the same packs of 4 floats
+      CHECK(p.kernel == "block_row<masked_softmax:" + to_string(mask) + ",f32,vec4,v4>");
       CHECK(p.launch.geometry.dynamic_smem == 0);
     }
     // Odd rows take the entry with edges. f32 rows of 32768 (8192 packs)
@@ -807,7 +836,8 @@ TEST_CASE("fused planner: a mask tensor's widest block_row entry keeps the mask 
 
 TEST_CASE("fused planner: every vector shape covers the longest body of a row") {
   // A row of cols elements holds at most cols / vec whole packs (when it
-  // starts on a pack); its edges need the first vec - 1 threads of the row.
+  // starts on a pack); its edges need the first vec - 1 threads of the row
+  // (rows of whole packs may run fewer threads than a pack's elements).
   const DeviceProps h100 = device_file("h100_sxm.json");
   const DeviceProps mi300x = device_file("mi300x.json");
   std::vector<std::int64_t> lengths;
@@ -828,10 +858,10 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
           CHECK(v.edges == (cols % v.vec != 0));
           if (v.strategy == FusedStrategy::group_rows) {
             CHECK(std::int64_t(v.group) * v.vpt >= body);
-            CHECK(v.group >= v.vec);
+            if (v.edges) CHECK(v.group >= v.vec);
           } else if (v.strategy == FusedStrategy::block_row) {
             CHECK(p.launch.geometry.block * v.vpt >= body);
-            CHECK(p.launch.geometry.block >= v.vec);
+            CHECK(p.launch.geometry.block >= (v.edges ? kFusedBlockEdgesMinThreads : kFusedBlockMinThreads));
           } else {
             CHECK((v.block == kFusedStreamBlock || (v.vec > 1 && v.block == kFusedStreamBlock / 2)));
             CHECK(p.launch.geometry.block == v.block);

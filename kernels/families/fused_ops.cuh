@@ -294,17 +294,42 @@ struct MaskedSoftmaxOp {
     it.x = fold_mask<T, PACK>(it.x, mask_of(it, p), fill);
   }
 
-  // v of element e of a prepared Item (a folded mask is in x already).
+  // causal over 16-bit x: where pack p lies against the row's last
+  // visible column, told once a pack. Only the pack holding that column
+  // compares columns: the packs before it are seen whole, the packs past
+  // it are -inf whole, which adds nothing to the row and is 0 in y, so
+  // neither pass spends an instruction an element there. float32 rows,
+  // memory-bound, compare every element (which measured faster there:
+  // bench/NOTES.md v98).
+  static constexpr bool kSides = MASK == MaskKind::causal && sizeof(T) == 2;
+  enum class Side { before, diagonal, past };
+  __device__ __forceinline__ Side side(std::int64_t p) const {
+    const int first = static_cast<int>(p) * PACK;
+    return first > limit ? Side::past : first + PACK - 1 > limit ? Side::diagonal : Side::before;
+  }
+
+  // v of element e of a prepared Item (a folded mask is in x already);
+  // with kSides, causal columns are compared only in the DIAGONAL's pack.
+  template <bool DIAGONAL = false>
   __device__ __forceinline__ float value(const Item& it, const MaskPack& mk, int e, std::int64_t p) const {
     float v = scale * element<T>(it.x, e);
     if constexpr (MASK == MaskKind::additive) v += element<T>(mk, e);
     if constexpr (MASK == MaskKind::boolean && !kPrepares) v = mask_byte(mk, e) != 0 ? kNegInf : v;
-    if constexpr (MASK == MaskKind::causal) v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
+    if constexpr (MASK == MaskKind::causal && (DIAGONAL || !kSides))
+      v = static_cast<int>(p) * PACK + e > limit ? kNegInf : v;
     return v;
   }
 
   __device__ __forceinline__ void accumulate(RowAcc& acc, const Item& it, std::int64_t p) const {
     const MaskPack mk = mask_of(it, p);
+    if constexpr (kSides) {
+      const Side at = side(p);
+      if (at == Side::past) return;
+      if (at == Side::diagonal) {
+        online_add<PACK>(acc.m, acc.s, [&](int e) { return value<true>(it, mk, e, p); });
+        return;
+      }
+    }
     online_add<PACK>(acc.m, acc.s, [&](int e) { return value(it, mk, e, p); });
   }
 
@@ -321,7 +346,14 @@ struct MaskedSoftmaxOp {
       o = make_pack<T, V>([&](int) { return fill; });
     } else {
       const MaskPack mk = mask_of(it, p);
-      o = make_pack<T, V>([&](int e) { return exp_shifted(value(it, mk, e, p), f.m) * f.inv_s; });
+      const Side at = kSides ? side(p) : Side::before;
+      if (at == Side::past) {
+        const float zero = 0.0f * f.inv_s;  // NaN where the row's sum is (a NaN or +inf seen)
+        o = make_pack<T, V>([&](int) { return zero; });
+      } else if (at == Side::diagonal)
+        o = make_pack<T, V>([&](int e) { return exp_shifted(value<true>(it, mk, e, p), f.m) * f.inv_s; });
+      else
+        o = make_pack<T, V>([&](int e) { return exp_shifted(value(it, mk, e, p), f.m) * f.inv_s; });
     }
     store_pack(out + p, o, streaming);
   }

@@ -551,7 +551,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_edges_kerne
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const RowSpan span = row_span<typename Op::Elem, PACK>(a, row);
     const Op op(a, row, span.head);
-    RowEdges<Op, PACK, kFusedBlockMinThreads> edges(op, span, tid, true);
+    RowEdges<Op, PACK, kFusedBlockEdgesMinThreads> edges(op, span, tid, true);
     typename Op::Item it[VPT];
     edges.template load<LoadHint::keep>();
 #pragma unroll

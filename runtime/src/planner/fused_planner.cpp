@@ -177,19 +177,25 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
     // threads x packs places), where the device copies without registers
     // (NVIDIA sm_80+; elsewhere each copy would pass through one) and the
     // places fit the opt-in, and only where the entries with the mask in
-    // registers leave one block an SM: with two or more, those ran 1-3%
-    // faster (bench/NOTES.md v53).
+    // registers leave few blocks an SM: one over float32 rows (with two or
+    // more, those ran 1-3% faster, bench/NOTES.md v53); over 16-bit rows,
+    // issue-bound, where half the threads a row spend less of its own work
+    // an element, two under an additive mask and four under a boolean one
+    // (v101).
+    const int shared_mask_blocks =
+        dtype_size(s.dtype) == 2 ? (mask == MaskKind::boolean ? 4 : 2) : 1;
     std::int64_t best = 0;
     int best_per_sm = 0;
     auto consider = [&](int vpt) {
       const std::int64_t t =
-          std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64, kFusedBlockMinThreads, kFusedBlockMaxThreads);
+          std::clamp<std::int64_t>(cdiv(cdiv(nv, vpt), 64) * 64,
+                                   edges ? kFusedBlockEdgesMinThreads : kFusedBlockMinThreads, kFusedBlockMaxThreads);
       if (t * vpt < nv) return;
       std::int64_t smem = 0;
       if (fused_mask_in_shared(s.op, mask, FusedStrategy::block_row, vec, vpt)) {
         smem = fused_shared_mask_bytes(mask, s.dtype, t, vpt);
         if (!detail::copies_to_shared_async(dev) || smem + kFusedScratchBytes > dev.smem_per_block_optin ||
-            best_per_sm > 1)
+            best_per_sm > shared_mask_blocks)
           return;
       }
       const int per_sm = blocks_per_sm(dev, static_cast<int>(t), smem);
