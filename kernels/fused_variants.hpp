@@ -75,8 +75,12 @@ constexpr bool fused_light(FusedOp op, MaskKind mask) {
   return op == FusedOp::cross_entropy_backward || op == FusedOp::shard_softmax || op == FusedOp::widening_softmax ||
          (op == FusedOp::masked_softmax && (mask == MaskKind::none || mask == MaskKind::causal));
 }
+// The softmax backwards, which read y and dy.
+constexpr bool fused_backward(FusedOp op) {
+  return op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward;
+}
 constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
-  return op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward ||
+  return fused_backward(op) ||
          (op == FusedOp::masked_softmax && (mask == MaskKind::additive || mask == MaskKind::boolean));
 }
 
@@ -100,8 +104,7 @@ constexpr bool fused_two_tensors(FusedOp op, MaskKind mask) {
 inline constexpr std::array<std::array<int, 2>, 4> kFusedGroupShapes{{{8, 2}, {16, 4}, {32, 4}, {32, 8}}};
 inline constexpr std::array<int, 2> kFusedShortShape{4, 4};
 constexpr std::array<int, 2> fused_group_shape(FusedOp op, MaskKind mask, int i, bool edges = false) {
-  const bool backward = op == FusedOp::masked_softmax_backward || op == FusedOp::widening_softmax_backward;
-  if (i == 0 && !edges && !backward) return kFusedShortShape;
+  if (i == 0 && !edges && !fused_backward(op)) return kFusedShortShape;
   if (fused_light(op, mask) || i == 0) return kFusedGroupShapes[i];
   if (edges && op == FusedOp::masked_softmax && mask == MaskKind::additive) {
     constexpr std::array<std::array<int, 2>, 4> additive_edges{{{8, 2}, {16, 2}, {32, 2}, {32, 3}}};
@@ -284,8 +287,7 @@ inline bool fused_rows_congruent(const FusedArgs& a, int vec) {
     return phase(p, dtype_size(dtype)) == x_phase && (a.rows <= 1 || mod(stride - a.x_stride) == 0);
   };
   if (a.out != nullptr && !same_rows(a.out, a.out_stride, fused_out_dtype(a.op, a.dtype))) return false;
-  if ((a.op == FusedOp::masked_softmax_backward || a.op == FusedOp::widening_softmax_backward) &&
-      !same_rows(a.dy, a.dy_stride, fused_x_dtype(a.op, a.dtype)))
+  if (fused_backward(a.op) && !same_rows(a.dy, a.dy_stride, fused_x_dtype(a.op, a.dtype)))
     return false;
   if (a.op == FusedOp::masked_softmax && (a.mask_kind == MaskKind::additive || a.mask_kind == MaskKind::boolean)) {
     // Row r is query i of head h of batch b: x's row starts at

@@ -45,6 +45,27 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
   return group_reduce<W>(v, op);
 }
 
+// A block's scratch for block_reduce_pair: two buffers of a pair a warp,
+// alternated by row as block_reduce's are.
+using PairScratch = float2[2][kMaxWarpsPerBlock];
+// Block-wide (max, sum) of each thread's pair, its sum taken against its own
+// max (m = -inf: a sum of nothing, or of NaN); every thread gets the row's
+// pair. One barrier where a max and then a sum take two: within a warp and
+// then across the warps, the max first, then each sum rescaled to it.
+__device__ __forceinline__ float2 block_reduce_pair(float m, float s, float2* pairs) {
+  constexpr int W = DUET_DEVICE_WARP_SIZE;
+  const float warp_m = group_reduce<W>(m, MaxOp{});
+  s = group_reduce<W>(rescale(s, m, warp_m), SumOp{});
+  const int lane = threadIdx.x % W;
+  const int warp = threadIdx.x / W;
+  if (lane == 0) pairs[warp] = make_float2(warp_m, s);
+  __syncthreads();
+  const int warps = (blockDim.x + W - 1) / W;
+  const float2 q = lane < warps ? pairs[lane] : make_float2(kNegInf, 0.0f);
+  const float row_m = group_reduce<W>(q.x, MaxOp{});
+  return make_float2(row_m, group_reduce<W>(rescale(q.y, q.x, row_m), SumOp{}));
+}
+
 // A cluster's blocks exchange their (max, sum) pairs for a row without a
 // cluster barrier: each block stores its pair into every block's slot for it
 // (itself included) with st.async, which counts the 8 bytes on the

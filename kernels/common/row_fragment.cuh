@@ -129,15 +129,15 @@ __device__ __forceinline__ const V& dy_or_x(const V& g, const V& x) {
 
 // Issues the loads of packs v0, v0 + stride, ... (COUNT of them, those below
 // `end`) of x, and of g for backward, before any is used: the loads in flight.
-template <int COUNT, bool BACKWARD, class V>
+template <int COUNT, bool BACKWARD, LoadHint H = LoadHint::normal, class V>
 __device__ __forceinline__ void load_strided(const V* xr, const V* gr, std::int64_t v0, std::int64_t stride,
                                              std::int64_t end, V (&x)[COUNT], V (&g)[BACKWARD ? COUNT : 1]) {
 #pragma unroll
   for (int k = 0; k < COUNT; ++k) {
     const std::int64_t vi = v0 + std::int64_t(k) * stride;
     if (vi < end) {
-      x[k] = xr[vi];
-      if constexpr (BACKWARD) g[k] = gr[vi];
+      x[k] = load_hinted_words<H>(xr + vi);
+      if constexpr (BACKWARD) g[k] = load_hinted_words<H>(gr + vi);
     }
   }
 }

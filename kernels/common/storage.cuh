@@ -181,17 +181,32 @@ __device__ __forceinline__ T* row_elems(void* base, std::int64_t row, std::int64
 // Loads and stores of packs; the 16-byte ones with cache hints where asked
 // (DUET_LOAD_KEEP, DUET_LOAD_LAST_USE, DUET_STORE_STREAMING in vendor.h).
 enum class LoadHint {
-  keep,      // read again later: keep the line in L2 until then
-  last_use,  // the last read: evict first
+  normal,    // no cache hint
+  keep,      // evict last from L2: a line read again later, and a row's
+             // single read into registers (bench/NOTES.md v102, v104b)
+  last_use,  // the last of two reads: evict first
 };
 template <LoadHint HINT, class V>
 __device__ __forceinline__ V load_hinted(const V* p) {
-  if constexpr (!std::is_same_v<V, DUET_RAW16>)
+  if constexpr (!std::is_same_v<V, DUET_RAW16> || HINT == LoadHint::normal)
     return *p;
   else if constexpr (HINT == LoadHint::keep)
     return DUET_LOAD_KEEP(p);
   else
     return DUET_LOAD_LAST_USE(p);
+}
+// The same for any 16-byte pack (Pack<T, PACK> of 16 bytes too), through
+// its words; other sizes take a plain load.
+template <LoadHint HINT, class V>
+__device__ __forceinline__ V load_hinted_words(const V* p) {
+  if constexpr (sizeof(V) == 16 && alignof(V) == 16 && !std::is_same_v<V, DUET_RAW16>) {
+    const DUET_RAW16 w = load_hinted<HINT>(reinterpret_cast<const DUET_RAW16*>(p));
+    V v;
+    __builtin_memcpy(&v, &w, 16);
+    return v;
+  } else {
+    return load_hinted<HINT>(p);
+  }
 }
 // A pack written with one store of its words: 16 bytes as DUET_RAW16, 8
 // bytes as two 32-bit words; smaller packs as they are.

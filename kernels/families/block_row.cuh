@@ -24,7 +24,7 @@ namespace duet::DUET_NS::kernels {
 // ptxas -v, sm_90, halving the blocks that fit) and true for
 // block_row_smem_kernel.
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES, bool WITH_SMEM>
-__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, BlockScratch& scratch) {
+__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, PairScratch& scratch) {
   using P = Pack<T, PACK>;
   const int tid = threadIdx.x;
   const int nt = blockDim.x;
@@ -33,6 +33,17 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
   P* smem_g = smem_x + std::int64_t(smem_vecs) * nt;
   const std::int64_t whole_packs = a.cols / PACK;  // a row's, without edges
   const std::int64_t reg_packs = std::int64_t(VECS_PER_THREAD) * nt;
+  // A row read once: evict_last reads run faster than plain ones in
+  // block_row, and slower in block_row_smem's backward (bench/NOTES.md v104b).
+  constexpr LoadHint kHint = WITH_SMEM ? LoadHint::normal : LoadHint::keep;
+  // The forward reduces (max, sum) pairs behind one barrier, but before
+  // sm_90 for 16-bit rows with edges and 8 packs a thread, which spill so
+  // (ptxas -v, sm_80) and reduce the max, then the sum.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kTwoBarriers = EDGES && VECS_PER_THREAD == 8 && sizeof(T) == 2;
+#else
+  constexpr bool kTwoBarriers = false;
+#endif
 
   for (std::int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     // Blocks have at least 128 threads (the planner), so the edges' 2 (PACK
@@ -52,7 +63,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
     P* orow = row_ptr<T, PACK>(a.out, row, a.out_stride, head);
     P x[VECS_PER_THREAD];
     P g[BACKWARD ? VECS_PER_THREAD : 1];
-    load_strided<VECS_PER_THREAD, BACKWARD>(xr, gr, tid, nt, packs, x, g);
+    load_strided<VECS_PER_THREAD, BACKWARD, kHint>(xr, gr, tid, nt, packs, x, g);
     // The shared-memory part (block_row_smem only): STAGE loads in flight
     // before the shared stores (two for backward, which carries two tensors,
     // to stay off local memory), copied as PackWords.
@@ -65,7 +76,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
     for (int k0 = 0; k0 < smem_vecs; k0 += STAGE) {
       S t[STAGE];
       S u[BACKWARD ? STAGE : 1];
-      load_strided<STAGE, BACKWARD, S>(xs, gs, reg_packs + std::int64_t(k0) * nt + tid, nt, smem_end, t, u);
+      load_strided<STAGE, BACKWARD, kHint, S>(xs, gs, reg_packs + std::int64_t(k0) * nt + tid, nt, smem_end, t, u);
 #pragma unroll
       for (int k = 0; k < STAGE; ++k)
         if (k0 + k < smem_vecs) {
@@ -90,20 +101,29 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
         for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(p.v[e]));
       }
       if constexpr (EDGES) m = edges.max(m);
-      m = block_reduce(m, scratch[0], MaxOp{});
+      if constexpr (kTwoBarriers) m = block_reduce(m, reinterpret_cast<float*>(scratch[0]), MaxOp{});
+      // The thread's sum against its own max (0 where that is -inf, so that
+      // -inf elements add 0), then one block reduction of the pairs.
+      const float shift = m == kNegInf ? 0.0f : m;
       float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < VECS_PER_THREAD; ++j)
         if (reg_valid(j))
 #pragma unroll
-          for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(x[j].v[e]), m);
+          for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(x[j].v[e]), shift);
       for (int k = 0; k < smem_vecs && smem_valid(k); ++k) {
         const P p = smem_x[std::int64_t(k) * nt + tid];
 #pragma unroll
-        for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(p.v[e]), m);
+        for (int e = 0; e < PACK; ++e) s += exp_shifted(to_float(p.v[e]), shift);
       }
-      if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, m); });
-      s = block_reduce(s, scratch[1], SumOp{});
+      if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, shift); });
+      if constexpr (kTwoBarriers) {
+        s = block_reduce(s, reinterpret_cast<float*>(scratch[1]), SumOp{});
+      } else {
+        const float2 row_pair = block_reduce_pair(m, s, scratch[row / gridDim.x % 2]);
+        m = row_pair.x;
+        s = row_pair.y;
+      }
       const float inv_s = 1.0f / s;
       const float log_s = logf(s);
       if constexpr (EDGES)
@@ -139,7 +159,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
       }
       if constexpr (EDGES) s = edges.sum(s, [&](float y, float dy) { return backward_term(y, dy, a.log); });
       // One reduction a row, so the buffers alternate across rows.
-      s = block_reduce(s, scratch[row / gridDim.x % 2], SumOp{});
+      s = block_reduce(s, reinterpret_cast<float*>(scratch[row / gridDim.x % 2]), SumOp{});
       if constexpr (EDGES)
         edges.store(row_elems<T>(a.out, row, a.out_stride),
                     [&](float y, float dy) { return backward_value(y, dy, s, a.log); });
@@ -166,14 +186,14 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
 
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
-  __shared__ BlockScratch scratch;
+  __shared__ PairScratch scratch;
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, false>(a, nullptr, scratch);
 }
 
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
-  __shared__ BlockScratch scratch;
+  __shared__ PairScratch scratch;
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, true>(a, dynamic_smem, scratch);
 }
 
