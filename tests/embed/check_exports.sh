@@ -7,6 +7,9 @@
 #  * the API is there (so an empty table cannot pass);
 #  * neither libspdlog nor libfmt is needed at run time.
 # Usage: check_exports.sh path/to/libduet.so
+# The lists go to grep as here-strings: under pipefail, `printf | grep -q`
+# fails when grep exits at its match before printf has written the rest
+# (SIGPIPE), which turns a present symbol into a missing one.
 set -euo pipefail
 lib=${1:?usage: check_exports.sh libduet.so}
 
@@ -20,19 +23,19 @@ count=$(printf '%s\n' "$symbols" | grep -c . || true)
 failed=0
 if [[ -n $bad ]]; then
   echo "check_exports: $lib exports $(printf '%s\n' "$bad" | grep -c .) symbols outside its API:" >&2
-  printf '%s\n' "$bad" | head -n 40 | sed 's/^/  /' >&2
+  sed -n 's/^/  /; p; 40q' <<<"$bad" >&2
   failed=1
 fi
 for want in 'duet_softmax' 'duet_last_error' 'duet_version' 'duet::softmax(' 'duet::Device::props() const' \
             'typeinfo for duet::Error' 'duet::plan_softmax(' 'duet::reference::compare(' 'duet_copy_kernel' \
             'duet::copy_kernel('; do
-  if ! printf '%s\n' "$symbols" | grep -qF -- "$want"; then
+  if ! grep -qF -- "$want" <<<"$symbols"; then
     echo "check_exports: $lib does not export $want" >&2
     failed=1
   fi
 done
 needed=$(ldd "$lib")
-if printf '%s\n' "$needed" | grep -Eq 'lib(spdlog|fmt)\.so'; then
+if grep -Eq 'lib(spdlog|fmt)\.so' <<<"$needed"; then
   echo "check_exports: $lib needs spdlog or fmt at run time:" >&2
   printf '%s\n' "$needed" | grep -E 'lib(spdlog|fmt)\.so' | sed 's/^/  /' >&2
   failed=1
