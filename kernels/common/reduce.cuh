@@ -20,6 +20,15 @@ __device__ __forceinline__ float group_reduce(float v, Op op) {
   return v;
 }
 
+// The (max, sum) of WIDTH consecutive lanes' pairs, each lane's sum taken
+// against its own max (m = -inf: a sum of nothing); every lane gets the
+// pair: the max first, then each sum rescaled to it.
+template <int WIDTH>
+__device__ __forceinline__ float2 group_reduce_pair(float m, float s) {
+  const float group_m = group_reduce<WIDTH>(m, MaxOp{});
+  return make_float2(group_m, group_reduce<WIDTH>(rescale(s, m, group_m), SumOp{}));
+}
+
 // Largest number of warps a block can hold: 1024 threads / the smallest
 // warp (32 lanes). A 64-lane wavefront uses half of it.
 constexpr int kMaxWarpsPerBlock = 1024 / 32;
@@ -45,25 +54,28 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
   return group_reduce<W>(v, op);
 }
 
-// A block's scratch for block_reduce_pair: two buffers of a pair a warp,
-// alternated by row as block_reduce's are.
-using PairScratch = float2[2][kMaxWarpsPerBlock];
+// A block's scratch for both reductions: two buffers, alternated by row as
+// block_reduce's are, each holding a pair a warp (block_reduce_pair) or a
+// float a warp (block_reduce).
+struct ReduceScratch {
+  float2 buffer[2][kMaxWarpsPerBlock];
+  __device__ __forceinline__ float2* pairs(std::int64_t parity) { return buffer[parity]; }
+  __device__ __forceinline__ float* floats(std::int64_t parity) { return reinterpret_cast<float*>(buffer[parity]); }
+};
 // Block-wide (max, sum) of each thread's pair, its sum taken against its own
 // max (m = -inf: a sum of nothing, or of NaN); every thread gets the row's
-// pair. One barrier where a max and then a sum take two: within a warp and
-// then across the warps, the max first, then each sum rescaled to it.
+// pair. One barrier where a max and then a sum take two: the warps' pairs,
+// then the pairs across the warps.
 __device__ __forceinline__ float2 block_reduce_pair(float m, float s, float2* pairs) {
   constexpr int W = DUET_DEVICE_WARP_SIZE;
-  const float warp_m = group_reduce<W>(m, MaxOp{});
-  s = group_reduce<W>(rescale(s, m, warp_m), SumOp{});
+  const float2 warp_pair = group_reduce_pair<W>(m, s);
   const int lane = threadIdx.x % W;
   const int warp = threadIdx.x / W;
-  if (lane == 0) pairs[warp] = make_float2(warp_m, s);
+  if (lane == 0) pairs[warp] = warp_pair;
   __syncthreads();
   const int warps = (blockDim.x + W - 1) / W;
   const float2 q = lane < warps ? pairs[lane] : make_float2(kNegInf, 0.0f);
-  const float row_m = group_reduce<W>(q.x, MaxOp{});
-  return make_float2(row_m, group_reduce<W>(rescale(q.y, q.x, row_m), SumOp{}));
+  return group_reduce_pair<W>(q.x, q.y);
 }
 
 // A cluster's blocks exchange their (max, sum) pairs for a row without a
@@ -106,8 +118,7 @@ __device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float
   // holding block b's.
   const int b = tid % kMaxClusterBlocks;
   const float2 q = b < blocks ? cp.pairs[parity][b] : make_float2(kNegInf, 0.0f);
-  const float row_m = group_reduce<kMaxClusterBlocks>(q.x, MaxOp{});
-  return make_float2(row_m, group_reduce<kMaxClusterBlocks>(rescale(q.y, q.x, row_m), SumOp{}));
+  return group_reduce_pair<kMaxClusterBlocks>(q.x, q.y);
 }
 #endif  // DUET_DEVICE_CLUSTERS
 

@@ -24,7 +24,7 @@ namespace duet::DUET_NS::kernels {
 // ptxas -v, sm_90, halving the blocks that fit) and true for
 // block_row_smem_kernel.
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES, bool WITH_SMEM>
-__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, PairScratch& scratch) {
+__device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dynamic_smem, ReduceScratch& scratch) {
   using P = Pack<T, PACK>;
   const int tid = threadIdx.x;
   const int nt = blockDim.x;
@@ -101,7 +101,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
         for (int e = 0; e < PACK; ++e) m = fmaxf(m, to_float(p.v[e]));
       }
       if constexpr (EDGES) m = edges.max(m);
-      if constexpr (kTwoBarriers) m = block_reduce(m, reinterpret_cast<float*>(scratch[0]), MaxOp{});
+      if constexpr (kTwoBarriers) m = block_reduce(m, scratch.floats(0), MaxOp{});
       // The thread's sum against its own max (0 where that is -inf, so that
       // -inf elements add 0), then one block reduction of the pairs.
       const float shift = m == kNegInf ? 0.0f : m;
@@ -118,9 +118,9 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
       }
       if constexpr (EDGES) s = edges.sum(s, [&](float v) { return exp_shifted(v, shift); });
       if constexpr (kTwoBarriers) {
-        s = block_reduce(s, reinterpret_cast<float*>(scratch[1]), SumOp{});
+        s = block_reduce(s, scratch.floats(1), SumOp{});
       } else {
-        const float2 row_pair = block_reduce_pair(m, s, scratch[row / gridDim.x % 2]);
+        const float2 row_pair = block_reduce_pair(m, s, scratch.pairs(row / gridDim.x % 2));
         m = row_pair.x;
         s = row_pair.y;
       }
@@ -159,7 +159,7 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
       }
       if constexpr (EDGES) s = edges.sum(s, [&](float y, float dy) { return backward_term(y, dy, a.log); });
       // One reduction a row, so the buffers alternate across rows.
-      s = block_reduce(s, reinterpret_cast<float*>(scratch[row / gridDim.x % 2]), SumOp{});
+      s = block_reduce(s, scratch.floats(row / gridDim.x % 2), SumOp{});
       if constexpr (EDGES)
         edges.store(row_elems<T>(a.out, row, a.out_stride),
                     [&](float y, float dy) { return backward_value(y, dy, s, a.log); });
@@ -186,14 +186,14 @@ __device__ __forceinline__ void block_row_body(const SoftmaxArgs& a, float4* dyn
 
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_kernel(SoftmaxArgs a) {
-  __shared__ PairScratch scratch;
+  __shared__ ReduceScratch scratch;
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, false>(a, nullptr, scratch);
 }
 
 template <class T, int PACK, int VECS_PER_THREAD, bool BACKWARD, bool EDGES>
 __global__ void __launch_bounds__(kBlockRowMaxThreads) block_row_smem_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
-  __shared__ PairScratch scratch;
+  __shared__ ReduceScratch scratch;
   block_row_body<T, PACK, VECS_PER_THREAD, BACKWARD, EDGES, true>(a, dynamic_smem, scratch);
 }
 

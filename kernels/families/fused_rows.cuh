@@ -128,9 +128,9 @@ struct RowEdges {
 template <class Op, int WIDTH>
 __device__ __forceinline__ RowAcc combine_lanes(RowAcc r) {
   if constexpr (Op::kSoftmax) {
-    const float m = group_reduce<WIDTH>(r.m, MaxOp{});
-    r.s = group_reduce<WIDTH>(rescale(r.s, r.m, m), SumOp{});
-    r.m = m;
+    const float2 pair = group_reduce_pair<WIDTH>(r.m, r.s);
+    r.m = pair.x;
+    r.s = pair.y;
   }
   if constexpr (Op::kSums >= 1) r.a = group_reduce<WIDTH>(r.a, SumOp{});
   if constexpr (Op::kSums >= 2) r.b = group_reduce<WIDTH>(r.b, SumOp{});

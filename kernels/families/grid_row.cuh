@@ -76,8 +76,7 @@ struct GridExchange {
       fs = rescale(fs, fm, m_new) + rescale(q.y, q.x, m_new);
       fm = m_new;
     }
-    const float row_m = group_reduce<W>(fm, MaxOp{});
-    return make_float2(row_m, group_reduce<W>(rescale(fs, fm, row_m), SumOp{}));
+    return group_reduce_pair<W>(fm, fs);
   }
   __device__ __forceinline__ void finish() {}
 };

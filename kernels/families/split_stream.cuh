@@ -152,9 +152,9 @@ __global__ void __launch_bounds__(kSplitStreamBlock, kSplitStreamMinBlocksPerSm)
             }
           }
           if constexpr (!BACKWARD) {
-            const float row_m = group_reduce<W>(rm, MaxOp{});
-            rs = group_reduce<W>(rescale(rs, rm, row_m), SumOp{});
-            rm = row_m;
+            const float2 pair = group_reduce_pair<W>(rm, rs);
+            rm = pair.x;
+            rs = pair.y;
           } else {
             rs = group_reduce<W>(rs, SumOp{});
           }
