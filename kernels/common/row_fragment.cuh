@@ -136,8 +136,8 @@ __device__ __forceinline__ void load_strided(const V* xr, const V* gr, std::int6
   for (int k = 0; k < COUNT; ++k) {
     const std::int64_t vi = v0 + std::int64_t(k) * stride;
     if (vi < end) {
-      x[k] = load_hinted_words<H>(xr + vi);
-      if constexpr (BACKWARD) g[k] = load_hinted_words<H>(gr + vi);
+      x[k] = load_hinted<H>(xr + vi);
+      if constexpr (BACKWARD) g[k] = load_hinted<H>(gr + vi);
     }
   }
 }

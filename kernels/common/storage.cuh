@@ -186,26 +186,24 @@ enum class LoadHint {
              // single read into registers (bench/NOTES.md v102, v104b)
   last_use,  // the last of two reads: evict first
 };
+// A 16-byte pack loads with HINT: DUET_RAW16 as it is, any other (Pack<T,
+// PACK> of 16 bytes) through its words; other sizes take a plain load.
 template <LoadHint HINT, class V>
 __device__ __forceinline__ V load_hinted(const V* p) {
-  if constexpr (!std::is_same_v<V, DUET_RAW16> || HINT == LoadHint::normal)
-    return *p;
-  else if constexpr (HINT == LoadHint::keep)
-    return DUET_LOAD_KEEP(p);
-  else
-    return DUET_LOAD_LAST_USE(p);
-}
-// The same for any 16-byte pack (Pack<T, PACK> of 16 bytes too), through
-// its words; other sizes take a plain load.
-template <LoadHint HINT, class V>
-__device__ __forceinline__ V load_hinted_words(const V* p) {
-  if constexpr (sizeof(V) == 16 && alignof(V) == 16 && !std::is_same_v<V, DUET_RAW16>) {
+  if constexpr (std::is_same_v<V, DUET_RAW16>) {
+    if constexpr (HINT == LoadHint::keep)
+      return DUET_LOAD_KEEP(p);
+    else if constexpr (HINT == LoadHint::last_use)
+      return DUET_LOAD_LAST_USE(p);
+    else
+      return *p;
+  } else if constexpr (sizeof(V) == 16 && alignof(V) == 16) {
     const DUET_RAW16 w = load_hinted<HINT>(reinterpret_cast<const DUET_RAW16*>(p));
     V v;
     __builtin_memcpy(&v, &w, 16);
     return v;
   } else {
-    return load_hinted<HINT>(p);
+    return *p;
   }
 }
 // A pack written with one store of its words: 16 bytes as DUET_RAW16, 8

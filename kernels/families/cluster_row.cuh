@@ -111,7 +111,7 @@ __device__ __forceinline__ void cluster_row_body(const SoftmaxArgs& a, BlockScra
     P x[VECS_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < VECS_PER_THREAD; ++j)
-      if (valid(j)) x[j] = load_hinted_words<LoadHint::keep>(xr + std::int64_t(j) * nt);
+      if (valid(j)) x[j] = load_hinted<LoadHint::keep>(xr + std::int64_t(j) * nt);
     // The output row's address is formed where the first result is stored.
     auto slice = [&](const auto& visit) DUET_INLINE_LAMBDA {
 #pragma unroll

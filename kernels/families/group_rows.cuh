@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(kGroupRowsBlock) group_rows_kernel(SoftmaxArgs
       for (int j = 0; j < VECS_PER_THREAD; ++j) {
         const std::int64_t vi = std::int64_t(j) * THREADS_PER_ROW + lane;
         if (row_ok && vi < body) {
-          x[r][j] = load_hinted_words<LoadHint::keep>(xr + vi);
+          x[r][j] = load_hinted<LoadHint::keep>(xr + vi);
           if constexpr (BACKWARD)
-            g[r][j] = load_hinted_words<LoadHint::keep>(row_ptr<T, PACK>(a.dy, row, a.dy_stride, head) + vi);
+            g[r][j] = load_hinted<LoadHint::keep>(row_ptr<T, PACK>(a.dy, row, a.dy_stride, head) + vi);
         }
       }
     }
