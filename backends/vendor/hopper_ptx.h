@@ -29,14 +29,17 @@ __device__ __forceinline__ unsigned duet_byte_signs(unsigned w, unsigned sel) {
 // A 16-byte load whose line should outlast others in L2 until its last use
 // (an L2::evict_last cache policy: PTX ISA, "createpolicy" and "ld" with
 // .L2::cache_hint, sm_80+); a plain load before sm_80.
-__device__ __forceinline__ uint4 duet_load_keep(const uint4* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ unsigned long long duet_policy_evict_last() {
   unsigned long long policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint4 duet_load_keep(const uint4* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint4 v;
   asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(policy));
+      : "l"(p), "l"(duet_policy_evict_last()));
   return v;
 #else
   return *p;
@@ -106,16 +109,18 @@ __device__ __forceinline__ void duet_cp_async16_or_zero(void* smem_dst, const vo
                "r"(full ? 16 : 0)
                : "memory");
 }
-// A 16-byte copy of a line read for the last time: evicted first from L2
-// (an L2::evict_first cache policy, as duet_load_keep's evict_last).
+// A 16-byte copy under an L2 cache policy (PTX ISA, "cp.async" with
+// .L2::cache_hint): evict_first for a line read for the last time,
+// duet_policy_evict_last for a single read, as duet_load_keep's.
 __device__ __forceinline__ unsigned long long duet_policy_evict_first() {
   unsigned long long policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-__device__ __forceinline__ void duet_cp_async16_last_use(void* smem_dst, const void* global_src) {
+__device__ __forceinline__ void duet_cp_async16_hinted(void* smem_dst, const void* global_src,
+                                                       unsigned long long policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(duet_smem_address(smem_dst)),
-               "l"(global_src), "l"(duet_policy_evict_first())
+               "l"(global_src), "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ void duet_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }

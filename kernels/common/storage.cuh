@@ -229,32 +229,24 @@ __device__ __forceinline__ void store_streaming(V* p, const V& v) {
 }
 
 // A pack of 16, 8 or 4 bytes copied from global to this thread's place in
-// shared memory. Where the device has cp.async (DUET_DEVICE_CP_ASYNC) no
-// register holds it and the copy is in flight until shared_copies_wait
-// covers it; the copies since the last shared_copies_commit form a group.
-// Elsewhere a load and a store, complete at once (commit and wait do
-// nothing).
-template <class V>
+// shared memory; a 16-byte one with HINT's L2 policy (keep: evict_last,
+// last_use: evict_first), others plainly, as load_hinted does. Where the
+// device has cp.async (DUET_DEVICE_CP_ASYNC) no register holds it and the
+// copy is in flight until shared_copies_wait covers it; the copies since
+// the last shared_copies_commit form a group. Elsewhere a load and a store,
+// complete at once (commit and wait do nothing).
+template <LoadHint HINT = LoadHint::normal, class V>
 __device__ __forceinline__ void copy_to_shared(V* dst, const V* src) {
   static_assert(sizeof(V) == 16 || sizeof(V) == 8 || sizeof(V) == 4, "cp.async moves 16, 8 or 4 bytes");
 #if DUET_DEVICE_CP_ASYNC
-  if constexpr (sizeof(V) == 16)
+  if constexpr (sizeof(V) == 16 && HINT != LoadHint::normal)
+    duet_cp_async16_hinted(dst, src, HINT == LoadHint::keep ? duet_policy_evict_last() : duet_policy_evict_first());
+  else if constexpr (sizeof(V) == 16)
     duet_cp_async16(dst, src);
   else if constexpr (sizeof(V) == 8)
     duet_cp_async8(dst, src);
   else
     duet_cp_async4(dst, src);
-#else
-  *dst = *src;
-#endif
-}
-// The same for a 16-byte pack read for the last time (LoadHint::last_use):
-// the line evicted first from L2.
-template <class V>
-__device__ __forceinline__ void copy_to_shared_last_use(V* dst, const V* src) {
-  static_assert(sizeof(V) == 16, "cp.async with a cache hint moves 16 bytes here");
-#if DUET_DEVICE_CP_ASYNC
-  duet_cp_async16_last_use(dst, src);
 #else
   *dst = *src;
 #endif

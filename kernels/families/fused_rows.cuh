@@ -291,7 +291,8 @@ __device__ __forceinline__ void stash_fetch(const RowStash<Item, VPT, BLOCK>& st
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int p = c0 + j * BLOCK + static_cast<int>(threadIdx.x);
-    if (stash.holds(c, j) && p < packs) copy_to_shared_last_use(reinterpret_cast<V*>(stash.slot(c, j)), src + p);
+    if (stash.holds(c, j) && p < packs)
+      copy_to_shared<LoadHint::last_use>(reinterpret_cast<V*>(stash.slot(c, j)), src + p);
   }
   shared_copies_commit();
 }

@@ -64,12 +64,14 @@ __device__ __forceinline__ void interleaved_ring(const SoftmaxArgs& a, DUET_RAW1
       const std::int64_t x_step = std::int64_t(slots) * a.x_col_stride;
       const std::int64_t g_step = BACKWARD ? std::int64_t(slots) * a.dy_col_stride : 0;
       V* const dst = buffer(stage);
+      // The copies read under evict_last, as the register tiles' loads
+      // (bench/NOTES.md v108).
 #pragma unroll 4
       for (int k = 0; k < mine; ++k) {
-        copy_to_shared(dst + k * THREADS, reinterpret_cast<const V*>(px));
+        copy_to_shared<LoadHint::keep>(dst + k * THREADS, reinterpret_cast<const V*>(px));
         px += x_step;
         if constexpr (BACKWARD) {
-          copy_to_shared(dst + (K + k) * THREADS, reinterpret_cast<const V*>(pg));
+          copy_to_shared<LoadHint::keep>(dst + (K + k) * THREADS, reinterpret_cast<const V*>(pg));
           pg += g_step;
         }
       }

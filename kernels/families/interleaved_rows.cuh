@@ -241,6 +241,11 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
     T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
     // Packs stay in their storage form until used (a 16-bit pack of four
     // in two registers), converted element by element.
+    // A register tile's packs read under evict_last (bench/NOTES.md v104b,
+    // v108); the two-pass entries' (VPT == 0) plainly.
+    const auto load_tile = [&](const T* p, std::int64_t stride, std::int64_t c) {
+      return load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(p + c * stride));
+    };
     const auto load = [&](const T* p, std::int64_t stride, std::int64_t c) {
       return *reinterpret_cast<const V*>(p + c * stride);
     };
@@ -278,15 +283,16 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
         for (int k = 0; k < VPT; ++k) {
           const std::int64_t c = slot + std::int64_t(k) * slots;
           if (live && c < cols) {
-            v[k] = load(x, a.x_col_stride, c);
-            g[k] = load(dy, a.dy_col_stride, c);
+            v[k] = load_tile(x, a.x_col_stride, c);
+            g[k] = load_tile(dy, a.dy_col_stride, c);
           }
         }
       } else {
         const std::int64_t x_step = std::int64_t(slots) * a.x_col_stride;
         const T* xk = x + std::int64_t(slot) * a.x_col_stride;
 #pragma unroll
-        for (int k = 0; k < VPT; ++k, xk += x_step) v[k] = has(k) ? *reinterpret_cast<const V*>(xk) : empty;
+        for (int k = 0; k < VPT; ++k, xk += x_step)
+          v[k] = has(k) ? load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(xk)) : empty;
       }
       if constexpr (BACKWARD) {
 #pragma unroll
@@ -483,6 +489,11 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
     T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
     // Packs stay in their storage form until used (a 16-bit pack of four
     // in two registers), converted element by element.
+    // A register tile's packs read under evict_last (bench/NOTES.md v104b,
+    // v108); the two-pass entries' (VPT == 0) plainly.
+    const auto load_tile = [&](const T* p, std::int64_t stride, std::int64_t c) {
+      return load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(p + c * stride));
+    };
     const auto load = [&](const T* p, std::int64_t stride, std::int64_t c) {
       return *reinterpret_cast<const V*>(p + c * stride);
     };
@@ -507,8 +518,8 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
         const std::int64_t c = slot + std::int64_t(k) * slots;
         if constexpr (!BACKWARD) v[k] = empty;
         if (live && c < cols) {
-          v[k] = load(x, a.x_col_stride, c);
-          if constexpr (BACKWARD) g[k] = load(dy, a.dy_col_stride, c);
+          v[k] = load_tile(x, a.x_col_stride, c);
+          if constexpr (BACKWARD) g[k] = load_tile(dy, a.dy_col_stride, c);
         }
       }
       const auto has = [&](int k) { return live && slot + std::int64_t(k) * slots < cols; };
