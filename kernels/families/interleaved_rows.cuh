@@ -240,9 +240,9 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
     const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + r * a.dy_stride + i : nullptr;
     T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
     // Packs stay in their storage form until used (a 16-bit pack of four
-    // in two registers), converted element by element.
-    // A register tile's packs read under evict_last (bench/NOTES.md v104b,
-    // v108); the two-pass entries' (VPT == 0) plainly.
+    // in two registers), converted element by element. A register tile's
+    // packs are read under evict_last (bench/NOTES.md v104b, v108), the
+    // two-pass entries' (VPT == 0) plainly.
     const auto load_tile = [&](const T* p, std::int64_t stride, std::int64_t c) {
       return load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(p + c * stride));
     };
@@ -488,9 +488,9 @@ __device__ __forceinline__ void interleaved_rows(const SoftmaxArgs& a) {
     const T* dy = BACKWARD ? static_cast<const T*>(a.dy) + r * a.dy_stride + i : nullptr;
     T* out = static_cast<T*>(a.out) + r * a.out_stride + i;
     // Packs stay in their storage form until used (a 16-bit pack of four
-    // in two registers), converted element by element.
-    // A register tile's packs read under evict_last (bench/NOTES.md v104b,
-    // v108); the two-pass entries' (VPT == 0) plainly.
+    // in two registers), converted element by element. A register tile's
+    // packs are read under evict_last (bench/NOTES.md v104b, v108), the
+    // two-pass entries' (VPT == 0) plainly.
     const auto load_tile = [&](const T* p, std::int64_t stride, std::int64_t c) {
       return load_hinted<LoadHint::keep>(reinterpret_cast<const V*>(p + c * stride));
     };
