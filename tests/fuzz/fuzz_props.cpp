@@ -163,7 +163,12 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
   }
   const bool edges = !interleaved && s.vector_ok && (s.row_edges || s.cols % vec16 != 0);
   const bool split_row = v.strategy == Strategy::split_row;
-  if (interleaved)  // packs of rows where the tensors sit on them, never edges
+  // Interleaved: packs of rows where the tensors sit on them, never edges;
+  // interleaved_ring's 16-byte packs only where every tensor sits on those.
+  const bool ring = v.strategy == Strategy::interleaved_ring;
+  if (ring)
+    FUZZ_CHECK(s.wide_packs && v.vec == vec16, ctx);
+  else if (interleaved)
     FUZZ_CHECK(v.vec == (s.vector_ok ? duet::kInterleavedPack : 1), ctx);
   else
     FUZZ_CHECK(v.vec == (s.vector_ok && !(edges && split_row) ? vec16 : 1), ctx);
@@ -239,12 +244,25 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
         FUZZ_CHECK(p.workspace_bytes == duet::interleaved_slabs_workspace_bytes(s.rows * p.inner_tiles,
                                                                                 p.chunks_per_row, p.rows_per_block),
                    ctx);
+    } else if (ring) {
+      // interleaved_ring: NVIDIA sm_90+, rows of kInterleavedRingMinCols or
+      // more, blocks of kInterleavedRingThreads, lines of 64..512 bytes; its
+      // buffers (the entry's vpt) each a share of the row a thread (enough,
+      // none empty).
+      FUZZ_CHECK(d.vendor == duet::Vendor::nvidia && d.cc_major >= 9 && s.cols >= duet::kInterleavedRingMinCols, ctx);
+      FUZZ_CHECK(p.launch.threads_per_block == duet::kInterleavedRingThreads && lanes * 16 >= 64 &&
+                     lanes <= duet::kInterleavedLanesMax,
+                 ctx);
+      FUZZ_CHECK(v.vpt >= 2 && p.smem_vecs % v.vpt == 0, ctx);
+      const __int128 slots = p.launch.threads_per_block / lanes;
+      FUZZ_CHECK(p.smem_vecs / v.vpt * slots >= s.cols && (p.smem_vecs / v.vpt - 1) * slots < s.cols, ctx);
+      FUZZ_CHECK(p.workspace_bytes == 0, ctx);
     } else {
       if (v.vpt > 0) FUZZ_CHECK(__int128(p.launch.threads_per_block / lanes) * v.vpt >= s.cols, ctx);
       FUZZ_CHECK(p.workspace_bytes == 0, ctx);
     }
-    FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) ==
-                   (v.strategy == Strategy::interleaved_smem || v.strategy == Strategy::interleaved_cluster),
+    FUZZ_CHECK((p.launch.dynamic_smem_bytes > 0) == (v.strategy == Strategy::interleaved_smem ||
+                                                     v.strategy == Strategy::interleaved_cluster || ring),
                ctx);
     const bool slabbed = v.strategy == Strategy::interleaved_slabs;
     work = launch_rows * p.inner_tiles * (cluster || streamed || slabbed ? p.chunks_per_row : 1) * (streamed ? 2 : 1);
@@ -376,6 +394,12 @@ void check_planner(const DeviceProps& d, const SoftmaxShape& s, FuzzedDataProvid
       t.rows = s.rows / t.inner;
       const Plan q = duet::plan_softmax(d, t, source);
       check_plan(d, t, q, handed_out);
+      // And on 16-byte packs where the inner rows fill them.
+      if (t.vector_ok && t.inner % duet::dtype_vec16(t.dtype) == 0) {
+        t.wide_packs = true;
+        const Plan w = duet::plan_softmax(d, t, source);
+        check_plan(d, t, w, handed_out);
+      }
     }
   } catch (const duet::Error& e) {
     // A bad shape, a kernel that fits nowhere, or attributes the occupancy
@@ -402,6 +426,9 @@ std::vector<SoftmaxShape> fixed_shapes() {
       shape(DType::f16, false, 7, 1 << 20),         shape(DType::f32, false, 0, 64),
       shape(DType::f32, true, 1000, 1000, false),   shape(DType::f16, false, 3, (std::int64_t(1) << 31) - 1, false),
       shape(DType::f32, false, 1 << 20, 32768),     shape(DType::bf16, true, 5, 40000),
+      // As interleaved rows on 16-byte packs (4096 inner rows): rows of 100
+      // and 200, interleaved_ring's on NVIDIA sm_90+.
+      shape(DType::bf16, false, 1 << 18, 100),      shape(DType::f16, true, 1 << 18, 200),
   };
 }
 
