@@ -21,6 +21,7 @@ def main():
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--title", default="", help="title above the panels")
     ap.add_argument("--by-mask", action="store_true", help="one line a mask kind (duet-bench --op masked_softmax)")
+    ap.add_argument("--columns", type=int, default=3, help="panels a row (default 3)")
     args = ap.parse_args()
     try:
         import matplotlib
@@ -49,8 +50,14 @@ def main():
     dtypes = sorted({d for d, _ in points})
     if not dtypes:
         sys.exit("no results in " + ", ".join(args.json))
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4.2), squeeze=False)
-    for ax, dtype in zip(axes[0], dtypes):
+    # At most --columns panels a row (one per dtype of an operation, where
+    # the runs hold several).
+    ncols = min(len(dtypes), args.columns)
+    nrows = (len(dtypes) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6 * ncols, 4.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(dtypes):]:
+        ax.set_visible(False)
+    for ax, dtype in zip(axes.flat, dtypes):
         for (d, label), by_cols in sorted(points.items()):
             if d != dtype:
                 continue

@@ -79,6 +79,32 @@ __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, 
   }
 }
 
+// Thread t's row of the tile (`cols` elements from xr, dy's from gr) worked
+// in place in shared memory, softmax or log_softmax fixed at compile time: a
+// run-time choice had each element compute both outputs and select, and
+// every row take both logf and the division (bench/NOTES.md v110). A row
+// is short (planner.cpp: flat_rows_max_packs), so its indices are 32-bit.
+template <class T, bool BACKWARD, int LOG>
+__device__ __forceinline__ void flat_row(T* xr, const T* gr, int cols) {
+  if constexpr (BACKWARD) {
+    float s = 0.0f;
+#pragma unroll 4
+    for (int i = 0; i < cols; ++i) s += backward_term(to_float(xr[i]), to_float(gr[i]), LOG);
+#pragma unroll 4
+    for (int i = 0; i < cols; ++i) xr[i] = from_float<T>(backward_value(to_float(xr[i]), to_float(gr[i]), s, LOG));
+  } else {
+    float m = kNegInf;
+#pragma unroll 4
+    for (int i = 0; i < cols; ++i) m = fmaxf(m, to_float(xr[i]));
+    float s = 0.0f;
+#pragma unroll 4
+    for (int i = 0; i < cols; ++i) s += exp_shifted(to_float(xr[i]), m);
+    const float scale = LOG ? logf(s) : 1.0f / s;
+#pragma unroll 4
+    for (int i = 0; i < cols; ++i) xr[i] = from_float<T>(forward_value(to_float(xr[i]), m, scale, scale, LOG));
+  }
+}
+
 template <class T, int PACK, int ROWS, bool BACKWARD>
 __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
@@ -100,28 +126,11 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
     if (threadIdx.x < rows) {
       // Row t of the tile, from the element e0 + t cols (the tile starts at
       // the pack boundary (e0 + phase) % PACK elements before e0).
-      const std::int64_t at = (e0 + phase) % PACK + std::int64_t(threadIdx.x) * cols;
-      T* xr = x_tile + at;
-      if constexpr (BACKWARD) {
-        const T* gr = g_tile + at;
-        float s = 0.0f;
-#pragma unroll 4
-        for (std::int64_t i = 0; i < cols; ++i) s += backward_term(to_float(xr[i]), to_float(gr[i]), a.log);
-#pragma unroll 4
-        for (std::int64_t i = 0; i < cols; ++i)
-          xr[i] = from_float<T>(backward_value(to_float(xr[i]), to_float(gr[i]), s, a.log));
-      } else {
-        float m = kNegInf;
-#pragma unroll 4
-        for (std::int64_t i = 0; i < cols; ++i) m = fmaxf(m, to_float(xr[i]));
-        float s = 0.0f;
-#pragma unroll 4
-        for (std::int64_t i = 0; i < cols; ++i) s += exp_shifted(to_float(xr[i]), m);
-        const float inv_s = 1.0f / s;
-        const float log_s = logf(s);
-#pragma unroll 4
-        for (std::int64_t i = 0; i < cols; ++i) xr[i] = from_float<T>(forward_value(to_float(xr[i]), m, inv_s, log_s, a.log));
-      }
+      const int at = static_cast<int>((e0 + phase) % PACK) + static_cast<int>(threadIdx.x) * static_cast<int>(cols);
+      if (a.log)
+        flat_row<T, BACKWARD, 1>(x_tile + at, g_tile + at, static_cast<int>(cols));
+      else
+        flat_row<T, BACKWARD, 0>(x_tile + at, g_tile + at, static_cast<int>(cols));
     }
     __syncthreads();
     flat_store<T, PACK, ROWS>(static_cast<T*>(a.out), phase, e0, e1, x_tile);
