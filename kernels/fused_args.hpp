@@ -140,6 +140,9 @@ constexpr std::int64_t cross_entropy_workspace_bytes(std::int64_t rows, Reductio
 struct FusedLaunch {
   int variant = -1;
   LaunchGeometry geometry;
+  // cluster_row: blocks a cluster, the blocks a row is cut over (the launch
+  // takes the portable 8 where the device refuses more); otherwise 0.
+  int cluster_blocks = 0;
 };
 
 }  // namespace duet

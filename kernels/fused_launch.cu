@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "gpu_check.hpp"
 #include "smem_opt_in.hpp"
 #include "backend_api.hpp"
+#include "families/fused_cluster.cuh"
 #include "families/fused_rows.cuh"
 #include "families/shard_combine.cuh"
 #include "fused_variants.hpp"
@@ -31,7 +35,10 @@ constexpr FusedKernelFn make_fused_entry() {
       kernels::ItemIsX<Op>::value && kernels::reduces<Op> && sizeof(typename Op::Item) == 16;
   static_assert(v.vec == 1 || kStashByCopy == fused_stash_by_copy(v.op, v.mask, v.dtype),
                 "the planner says which stashes cp.async fills by fused_stash_by_copy");
-  if constexpr (fused_mask_in_shared(v)) {
+  if constexpr (v.strategy == FusedStrategy::cluster_row) {
+    static_assert(!v.edges && v.vec > 1, "cluster_row runs rows of whole packs");
+    return &kernels::fused_cluster_kernel<Op, v.vec, v.vpt, v.block>;
+  } else if constexpr (fused_mask_in_shared(v)) {
     using SharedMaskOp = kernels::MaskedSoftmaxOp<T, v.vec, v.mask, true>;
     static_assert(sizeof(typename SharedMaskOp::MaskPack) == fused_mask_pack_bytes(v.mask, v.dtype),
                   "the planner sizes the shared mask by fused_mask_pack_bytes");
@@ -94,7 +101,8 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                     std::to_string(v.vec) + " elements); plan with vector_ok = false");
   const bool shared_mask = fused_mask_in_shared(v);
   if (l.geometry.dynamic_smem < 0 ||
-      (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row && !shared_mask))
+      (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row &&
+       v.strategy != FusedStrategy::cluster_row && !shared_mask))
     throw Error(Status::invalid_argument, fused_variant_name(v) + " takes no dynamic shared memory (asked for " +
                                               std::to_string(l.geometry.dynamic_smem) + " bytes)");
   if (shared_mask) {
@@ -105,7 +113,14 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                                                 std::to_string(l.geometry.block) + " threads, given " +
                                                 std::to_string(l.geometry.dynamic_smem));
   }
-  if (v.strategy == FusedStrategy::stream_row && l.geometry.block != v.block)
+  if (v.strategy == FusedStrategy::cluster_row &&
+      (l.cluster_blocks < 2 || l.cluster_blocks > kMaxClusterBlocks || l.geometry.grid % l.cluster_blocks != 0))
+    throw Error(Status::invalid_argument, fused_variant_name(v) + " needs clusters of 2.." +
+                                              std::to_string(kMaxClusterBlocks) + " blocks and a grid of whole ones (" +
+                                              std::to_string(l.cluster_blocks) + " blocks a cluster, grid " +
+                                              std::to_string(l.geometry.grid) + ")");
+  if ((v.strategy == FusedStrategy::stream_row || v.strategy == FusedStrategy::cluster_row) &&
+      l.geometry.block != v.block)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " runs blocks of " + std::to_string(v.block) +
                                               " threads, given " + std::to_string(l.geometry.block));
   if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockEdgesMinThreads)
@@ -115,6 +130,44 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs rows of whole " + std::to_string(v.vec) +
                                               "-element packs from a pack boundary (the row length and stride in "
                                               "packs); plan with row_edges = true");
+}
+
+// cluster_row's clusters that fit on the device at once and their size:
+// the planned size, or the portable 8 where the vendor counts none of it
+// (16 blocks need the device's consent). Whole clusters walk the rows, so
+// the grid is at most these: a cluster beyond them would start only when
+// another has ended every row of its own. Asked once per device, entry,
+// size and shared memory.
+std::mutex g_clusters_mutex;
+std::map<std::tuple<int, int, int, std::int64_t>, std::pair<int, int>> g_clusters;
+
+std::pair<int, int> fitting_clusters(int ordinal, const FusedLaunch& l) {
+  const auto key = std::make_tuple(ordinal, l.variant, l.cluster_blocks, l.geometry.dynamic_smem);
+  {
+    std::lock_guard<std::mutex> lock(g_clusters_mutex);
+    const auto it = g_clusters.find(key);
+    if (it != g_clusters.end()) return it->second;
+  }
+  const FusedKernelFn fn = fused_table()[static_cast<std::size_t>(l.variant)];
+  const auto count = [&](int size) {
+    int clusters = 0;
+    DUET_GPU_CHECK(vendor::max_active_clusters(&clusters, reinterpret_cast<const void*>(fn),
+                                               dim3(static_cast<unsigned>(l.geometry.block)),
+                                               static_cast<size_t>(l.geometry.dynamic_smem), static_cast<unsigned>(size)));
+    return clusters;
+  };
+  int size = l.cluster_blocks;
+  int clusters = count(size);
+  if (clusters < 1 && size > kPortableClusterBlocks) {
+    size = kPortableClusterBlocks;
+    clusters = count(size);
+  }
+  if (clusters < 1)
+    throw Error(Status::unsupported, "no cluster of " + std::to_string(l.cluster_blocks) + " x " +
+                                         fused_variant_name(kFusedCatalogue[l.variant]) + " fits this device");
+  std::lock_guard<std::mutex> lock(g_clusters_mutex);
+  g_clusters[key] = {clusters, size};
+  return {clusters, size};
 }
 
 }  // namespace
@@ -154,7 +207,15 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch,
     k.stash_bytes = launch.geometry.dynamic_smem;  // stream_row's stash: all of it
     k.seq_q_divisor = row_divisor(args.seq_q, args.rows);
     k.heads_divisor = row_divisor(args.heads, args.rows);
-    fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(k);
+    if (kFusedCatalogue[launch.variant].strategy == FusedStrategy::cluster_row) {
+      const auto [clusters, size] = fitting_clusters(ordinal, launch);
+      const std::int64_t planned = launch.geometry.grid / launch.cluster_blocks;
+      const dim3 cluster_grid(static_cast<unsigned>(std::min<std::int64_t>(planned, clusters) * size));
+      DUET_GPU_CHECK(vendor::launch_cluster(fn, cluster_grid, block, static_cast<size_t>(launch.geometry.dynamic_smem),
+                                            s, static_cast<unsigned>(size), k));
+    } else {
+      fn<<<grid, block, static_cast<size_t>(launch.geometry.dynamic_smem), s>>>(k);
+    }
   }
   DUET_GPU_CHECK(cudaGetLastError());
   if (loss) {

@@ -25,6 +25,11 @@ enum class FusedStrategy : int {
   // second pass over the chunks in reverse order, which finds the most
   // recently read ones still in L2.
   stream_row = 2,
+  // Rows past what stream_row finds again in L2: a row cut over a
+  // thread-block cluster (NVIDIA sm_90+), each block running stream_row's
+  // two passes over its slice of the row, the slices' partial results
+  // traded through distributed shared memory between them.
+  cluster_row = 3,
 };
 
 // The operation a kernel serves: FusedOp, and for masked_softmax the mask.
@@ -42,7 +47,8 @@ struct FusedVariant {
   // none of it.
   bool edges = false;
   // stream_row: threads a block, compiled in (kFusedStreamBlock, one block
-  // an SM, or half that, two an SM); otherwise 0 (a run-time block size).
+  // an SM, or half that, two an SM); cluster_row: kFusedClusterBlock;
+  // otherwise 0 (a run-time block size).
   int block = 0;
 };
 
@@ -188,6 +194,9 @@ constexpr bool fused_stash_by_copy(FusedOp op, MaskKind mask, DType dtype) {
 // The shared memory a fused block declares (FusedScratch,
 // families/fused_rows.cuh: two buffers of a float4 a warp of 32).
 inline constexpr int kFusedScratchBytes = 2 * (kFusedBlockMaxThreads / 32) * 16;
+// cluster_row's exchange beside it (ClusterAccs, families/fused_cluster.cuh:
+// two buffers of a float4 for each of up to 16 blocks, two 8-byte barriers).
+inline constexpr int kFusedClusterAccsBytes = 2 * 16 * 16 + 2 * 8;
 
 // The op kinds in catalogue order: masked_softmax with each mask, then the
 // other operations.
@@ -219,7 +228,14 @@ constexpr int fused_variant_count() {
   for (const auto& kind : kFusedOpKinds) n += fused_dtypes(kind.first) * fused_variants_per_kind();
   return n;
 }
-inline constexpr int kFusedVariantCount = fused_variant_count();
+// cluster_row: the cross-entropy forward (whose gradient over a vocabulary
+// of a million classes is what rows past L2 are in practice), each dtype,
+// the vector path, rows of whole packs.
+inline constexpr int kFusedClusterEntries = 3;
+// cluster_row's blocks: 512 threads, two an SM, so one block's loads run
+// under the other's exchange and writes (bench/NOTES.md v111).
+inline constexpr int kFusedClusterBlock = kFusedStreamBlock / 2;
+inline constexpr int kFusedVariantCount = fused_variant_count() + kFusedClusterEntries;
 
 constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
   std::array<FusedVariant, kFusedVariantCount> out{};
@@ -245,6 +261,14 @@ constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
       out[i++] = FusedVariant{
           op, mask, dt, FusedStrategy::stream_row, 1, 0, fused_stream_vpt(op, mask, 1), false, kFusedStreamBlock};
     }
+  for (int d = 0; d < kFusedClusterEntries; ++d) {
+    const DType dt = static_cast<DType>(d);
+    const FusedOp op = FusedOp::cross_entropy;
+    const int vec = fused_vec(op, dt);
+    out[i++] = FusedVariant{
+        op, MaskKind::none, dt, FusedStrategy::cluster_row, vec, 0, fused_stream_vpt(op, MaskKind::none, vec), false,
+        kFusedClusterBlock};
+  }
   return out;
 }
 inline constexpr std::array<FusedVariant, kFusedVariantCount> kFusedCatalogue = make_fused_catalogue();

@@ -1064,6 +1064,97 @@ TEST_CASE("fused planner: stream_row keeps what fits of a row in shared memory f
   CHECK(plan(bare, FusedOp::cross_entropy, MaskKind::none, DType::bf16, 128256).launch.geometry.dynamic_smem == 0);
 }
 
+TEST_CASE("fused planner: cluster_row cuts rows past what stream_row finds again in L2 over a cluster") {
+  const DeviceProps h200 = device_file("h200.json");
+  const auto ce = [](DType dt, std::int64_t rows, std::int64_t cols) {
+    FusedShape s = fused_shape(FusedOp::cross_entropy, MaskKind::none, dt, rows, cols, true);
+    s.gradient = true;
+    return s;
+  };
+  // 256 rows of 2^20 float32 logits: 262144 packs. stream_row's 132
+  // resident rows would read 499 MiB again, past the 60 MiB L2. Blocks of
+  // 512, two an SM: a block's half of the SM's shared memory holds 13
+  // slots of 8 KiB beside the scratch and the exchange. Over 8 blocks the
+  // 264 resident blocks would read 105 MiB of their slices again, past L2:
+  // 16 blocks, slices of 16384 packs, 6656 of them stashed; 16 clusters.
+  REQUIRE(kFusedClusterAccsBytes == 528);
+  REQUIRE(kFusedClusterBlock == 512);
+  FusedPlan p = plan_fused(h200, ce(DType::f32, 256, 1 << 20));
+  INFO(p.why);
+  CHECK(p.kernel == "cluster_row<cross_entropy,f32,vec4,v4,b512>");
+  CHECK(p.launch.cluster_blocks == 16);
+  CHECK(p.launch.geometry.block == 512);
+  CHECK(p.launch.geometry.grid == 16 * 16);
+  CHECK(p.launch.geometry.dynamic_smem == 13 * 8192);
+  CHECK(p.launch.geometry.dynamic_smem + kFusedScratchBytes + kFusedClusterAccsBytes <=
+        h200.smem_per_sm / 2 - h200.smem_reserved_per_block);
+  CHECK(p.why.find("(499 MiB of the resident rows read again, past L2's 60 MiB): cut over a cluster of 16 blocks of "
+                   "512 threads, slices of 16384 packs, each its first 6656 packs kept in shared memory") !=
+        std::string::npos);
+  CHECK(p.why.find("16 clusters walking 256 rows") != std::string::npos);
+  // bf16: 131072 packs; over 8 blocks the slices read 41 MB again, within
+  // L2: 8 blocks, 33 clusters of them.
+  p = plan_fused(h200, ce(DType::bf16, 256, 1 << 20));
+  CHECK(p.kernel == "cluster_row<cross_entropy,bf16,vec8,v4,b512>");
+  CHECK(p.launch.cluster_blocks == 8);
+  CHECK(p.launch.geometry.grid == 33 * 8);
+  CHECK(p.launch.geometry.dynamic_smem == 13 * 8192);
+  CHECK(p.why.find("slices of 16384 packs, each its first 6656 packs kept") != std::string::npos);
+  // Few rows read little again: 5 rows, 9 MiB, stay on stream_row; with
+  // DUET_CLUSTER=prefer a cluster a row.
+  CHECK(plan_fused(h200, ce(DType::bf16, 5, 1 << 20)).kernel.rfind("stream_row<", 0) == 0);
+  PlanOptions prefer;
+  prefer.prefer_clusters = true;
+  p = plan_fused(h200, ce(DType::bf16, 5, 1 << 20), prefer);
+  CHECK(p.launch.geometry.grid == 5 * 8);
+  CHECK(p.why.find("(DUET_CLUSTER=prefer)") != std::string::npos);
+  // DUET_CLUSTER=portable: 8 blocks for the float32 rows too, their slices
+  // read again from wherever they are.
+  PlanOptions portable;
+  portable.max_cluster_blocks = kPortableClusterBlocks;
+  p = plan_fused(h200, ce(DType::f32, 256, 1 << 20), portable);
+  CHECK(p.launch.cluster_blocks == 8);
+  CHECK(p.launch.geometry.grid == 33 * 8);
+  CHECK(p.why.find("slices of 32768 packs, each its first 6656 packs kept") != std::string::npos);
+  // DUET_CLUSTER_BLOCKS=n: from n blocks. 50000 packs: over 2 blocks the
+  // slices would read 74 MiB again, over 4 blocks 25 MiB; 16 all the same.
+  PlanOptions from;
+  from.prefer_clusters = true;
+  from.min_cluster_blocks = 2;
+  CHECK(plan_fused(h200, ce(DType::f32, 64, 4 * 50000), from).launch.cluster_blocks == 4);
+  from.min_cluster_blocks = 16;
+  CHECK(plan_fused(h200, ce(DType::f32, 64, 4 * 50000), from).launch.cluster_blocks == 16);
+  from.min_cluster_blocks = 0;
+  CHECK(plan_fused(h200, ce(DType::f32, 64, 4 * 50000), from).launch.cluster_blocks == 8);  // slices kept whole
+  CHECK(plan_fused(h200, ce(DType::f32, 64, 4 * 50000)).kernel.rfind("stream_row<", 0) == 0);  // within L2
+  // Llama 3's vocabulary stays on stream_row: its rows past the stash are 3.6 MiB.
+  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 128256)).kernel == "stream_row<cross_entropy,bf16,vec8,v4>");
+  // Not where: clusters are off (DUET_CLUSTER=0), the device has none, the
+  // loss alone (one pass, nothing read again), rows off the pack grid (no
+  // entry with edges), the scalar path.
+  PlanOptions no_clusters;
+  no_clusters.allow_clusters = false;
+  CHECK(plan_fused(h200, ce(DType::f32, 256, 1 << 20), no_clusters).kernel == "stream_row<cross_entropy,f32,vec4,v4>");
+  CHECK(plan_fused(device_file("a100_sxm.json"), ce(DType::f32, 256, 1 << 20)).kernel.rfind("stream_row<", 0) == 0);
+  FusedShape loss_only = ce(DType::f32, 256, 1 << 20);
+  loss_only.gradient = false;
+  CHECK(plan_fused(h200, loss_only).kernel.rfind("stream_row<", 0) == 0);
+  CHECK(plan_fused(h200, ce(DType::f32, 256, (1 << 20) + 1)).kernel == "stream_row<cross_entropy,f32,vec4,v4,edges>");
+  FusedShape scalar = ce(DType::f32, 256, 1 << 20);
+  scalar.vector_ok = false;
+  CHECK(plan_fused(h200, scalar).kernel.rfind("stream_row<", 0) == 0);
+  // The catalogue's cluster entries: the cross-entropy forward, each dtype.
+  int entries = 0;
+  for (const FusedVariant& v : kFusedCatalogue)
+    if (v.strategy == FusedStrategy::cluster_row) {
+      ++entries;
+      CHECK(v.op == FusedOp::cross_entropy);
+      CHECK_FALSE(v.edges);
+      CHECK(v.block == kFusedClusterBlock);
+    }
+  CHECK(entries == kFusedClusterEntries);
+}
+
 TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row") {
   FusedArgs a;
   a.op = FusedOp::cross_entropy;

@@ -180,6 +180,13 @@ __device__ __forceinline__ void duet_store_async(float2* dst, float2 v, unsigned
                "f"(v.x), "f"(v.y), "r"(duet_cluster_address(bar, rank))
                : "memory");
 }
+// The same for a 16-byte value.
+__device__ __forceinline__ void duet_store_async(float4* dst, float4 v, unsigned long long* bar, unsigned rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   duet_cluster_address(dst, rank)),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(duet_cluster_address(bar, rank))
+               : "memory");
+}
 // Whether the barrier's phase of the given parity has completed, acquiring
 // at cluster scope what other blocks stored (st.async completes with
 // release at cluster scope). The thread may be suspended a while inside.

@@ -240,14 +240,15 @@ __device__ __forceinline__ void stream_write(const Op& op, const typename Op::Fi
 
 // A pass-1 chunk c of stream_row: its loads, then its sums, each pack into
 // the stash as it is added where the chunk is kept; WITH_EDGES, the row's
-// edges first.
+// edges first. The chunks run from the row's pack `base` (a cluster_row
+// block's slice; 0 for a whole row) to pack `packs`.
 template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
 __device__ __forceinline__ void stream_accumulate(const Op& op, Edges& edges, RowAcc& acc,
                                                   const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
-                                                  int packs) {
+                                                  int packs, int base = 0) {
   constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
-  const int c0 = c * nt * VPT, left = packs - c0;
+  const int c0 = base + c * nt * VPT, left = packs - c0;
   typename Op::Item it[VPT];
   if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
   stream_load<Op, VPT, BLOCK>(op, stash, it, c, c0, left);
@@ -282,12 +283,13 @@ inline constexpr bool kAsyncStash =
     DUET_DEVICE_CP_ASYNC && reduces<Op> && ItemIsX<Op>::value && sizeof(typename Op::Item) == 16;
 
 // The copies of chunk c's stashed packs of a row (`src`: the row's pack 0,
-// `packs` in its body) as one group of this thread's copies; every thread
-// commits one, copies or not.
+// the chunks from pack `base` to pack `packs`) as one group of this
+// thread's copies; every thread commits one, copies or not.
 template <class Item, int VPT, int BLOCK, class V>
-__device__ __forceinline__ void stash_fetch(const RowStash<Item, VPT, BLOCK>& stash, const V* src, int c, int packs) {
+__device__ __forceinline__ void stash_fetch(const RowStash<Item, VPT, BLOCK>& stash, const V* src, int c, int packs,
+                                            int base = 0) {
   static_assert(sizeof(Item) == sizeof(V) && RowStash<Item, VPT, BLOCK>::kWords == 1, "the Item is x's pack alone");
-  const int c0 = c * BLOCK * VPT;
+  const int c0 = base + c * BLOCK * VPT;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int p = c0 + j * BLOCK + static_cast<int>(threadIdx.x);
@@ -299,8 +301,8 @@ __device__ __forceinline__ void stash_fetch(const RowStash<Item, VPT, BLOCK>& st
 // A row's `held` stash chunks, a group each, in chunk order.
 template <class Item, int VPT, int BLOCK, class V>
 __device__ __forceinline__ void stash_fetch_row(const RowStash<Item, VPT, BLOCK>& stash, const V* src, int held,
-                                                int packs) {
-  for (int c = 0; c < held; ++c) stash_fetch(stash, src, c, packs);
+                                                int packs, int base = 0) {
+  for (int c = 0; c < held; ++c) stash_fetch(stash, src, c, packs, base);
 }
 
 // Pass 1's chunk c of a row whose stash comes by cp.async: the chunk's
@@ -310,11 +312,11 @@ __device__ __forceinline__ void stash_fetch_row(const RowStash<Item, VPT, BLOCK>
 template <class Op, int VPT, int BLOCK, bool WITH_EDGES, class Edges>
 __device__ __forceinline__ void stream_accumulate_stashed(const Op& op, Edges& edges, RowAcc& acc,
                                                           const RowStash<typename Op::Item, VPT, BLOCK>& stash, int c,
-                                                          int packs, int pending) {
+                                                          int packs, int pending, int base = 0) {
   static_assert(!Prepares<Op>::value, "the stash's copies are x's packs as loaded");
   constexpr int nt = BLOCK;
   const int tid = threadIdx.x;
-  const int c0 = c * nt * VPT, left = packs - c0;
+  const int c0 = base + c * nt * VPT, left = packs - c0;
   typename Op::Item it[VPT];
   if constexpr (WITH_EDGES) edges.template load<LoadHint::keep>();
 #pragma unroll

@@ -774,6 +774,7 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
   PlanOptions on = before, off = before;
   on.fused_stash = FusedStash::always;
   off.fused_stash = FusedStash::off;
+  on.allow_clusters = off.allow_clusters = false;  // stream_row's rows, not cluster_row's
   const auto stashed = [&](const FusedShape& s) { return plan_fused(dev.props(), s, on).launch.geometry.dynamic_smem; };
   const std::int64_t sms = dev.props().sm_count, l2 = dev.props().l2_bytes;
   int kept = 0;
@@ -922,4 +923,63 @@ TEST_CASE("fused stream_row: the rows kept in shared memory give the bits of the
     CHECK(std::count(ys[0].begin(), ys[0].end(), std::uint8_t(0xff)) < std::ptrdiff_t(ys[0].size() / 64));
   }
   CHECK(kept >= 8);  // on a 50 MB L2: 2^20 rows both ways, the backward, the scaled softmax and the widening rows at least
+}
+
+// cluster_row (a row cut over a thread-block cluster, each block's slice
+// through stream_row's two passes, the slices' partial results traded
+// through distributed shared memory) against the double reference,
+// DUET_CLUSTER=prefer and DUET_CLUSTER_BLOCKS choosing it for rows of every
+// size: a vocabulary of 2^20 over 16 blocks, slices that fill the stash or
+// not, clusters whose last slices are short or empty, strided and in
+// place, every reduction, ignored rows and extreme logits.
+TEST_CASE("fused cluster_row: the cross-entropy forward over a cluster matches the double reference") {
+  const Device dev = duet::testing::first_gpu();
+  if (!dev.props().cluster_launch) {
+    MESSAGE("skipped: ", dev.props().name, " launches no thread-block clusters");
+    return;
+  }
+  const duet::testing::RestorePlanOptions restore;
+  struct Case {
+    DType dtype;
+    std::int64_t rows, cols, pad;
+    int min_blocks;  // DUET_CLUSTER_BLOCKS, 0: the planner's
+    bool in_place, extreme;
+    Reduction reduction;
+  };
+  const Case cases[] = {
+      {DType::f32, 5, std::int64_t(1) << 20, 0, 0, false, false, Reduction::mean},     // 16 blocks, part stashed
+      {DType::bf16, 7, 8 * 40000, 8, 0, false, false, Reduction::none},                // 4 blocks, the last short
+      {DType::f16, 9, 8 * 1100, 0, 16, false, false, Reduction::sum},                  // 14 of 16 slices empty
+      {DType::bf16, 6, 8 * 65536 + 8 * 3, 0, 8, true, false, Reduction::mean},         // in place
+      {DType::f32, 11, 4 * 50001, 4, 2, false, true, Reduction::none},                 // extreme logits
+      {DType::f16, 2 * 132 + 3, 8 * 20000, 0, 4, false, false, Reduction::mean},       // clusters walk several rows
+  };
+  for (const Case& k : cases) {
+    PlanOptions o = restore.saved;
+    o.prefer_clusters = true;
+    o.force_stream = true;  // past block_row, where cluster_row is considered
+    o.min_cluster_blocks = k.min_blocks;
+    set_plan_options(o);
+    const FusedShape shape{.op = FusedOp::cross_entropy,
+                           .dtype = k.dtype,
+                           .rows = k.rows,
+                           .cols = k.cols,
+                           .gradient = true,
+                           .in_place = k.in_place};
+    const FusedPlan plan = plan_fused(dev.props(), shape, o);
+    INFO(plan.kernel, ": ", plan.why);
+    REQUIRE(plan.kernel.rfind("cluster_row<", 0) == 0);
+    CHECK(plan.launch.cluster_blocks >= std::max(k.min_blocks, 2));
+    CeCase c;
+    c.dtype = k.dtype;
+    c.rows = k.rows;
+    c.cols = k.cols;
+    c.pad = k.pad;
+    c.in_place = k.in_place;
+    c.extreme = k.extreme;
+    c.reduction = k.reduction;
+    c.label_smoothing = k.reduction == Reduction::mean ? 0.1f : 0.0f;
+    c.z_loss = k.reduction == Reduction::sum ? 1e-4f : 0.0f;
+    run_ce(dev, c);
+  }
 }

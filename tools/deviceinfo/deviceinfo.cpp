@@ -365,7 +365,8 @@ json fused_plan_entry(const Entry& e, const PlanRequest& req, const FusedRequest
                 {"why", p.why},
                 {"grid", p.launch.geometry.grid},
                 {"block", p.launch.geometry.block},
-                {"dynamic_smem_bytes", p.launch.geometry.dynamic_smem}});
+                {"dynamic_smem_bytes", p.launch.geometry.dynamic_smem},
+                {"cluster_blocks", p.launch.cluster_blocks}});
   return j;
 }
 
@@ -390,6 +391,7 @@ void print_fused_plan(const json& j) {
       "grid " + std::to_string(j["grid"].get<long long>()) + " x block " + std::to_string(j["block"].get<int>());
   if (j["dynamic_smem_bytes"].get<long long>() > 0)
     launch += ", " + std::to_string(j["dynamic_smem_bytes"].get<long long>()) + " B dynamic shared memory";
+  if (j["cluster_blocks"].get<int>() > 0) launch += ", clusters of " + std::to_string(j["cluster_blocks"].get<int>());
   print_kv("launch", launch);
 }
 

@@ -51,8 +51,8 @@ namespace duet {
 // |---|---|---|
 // | DUET_CLUSTER=0 | allow_clusters = false | no thread-block clusters |
 // | DUET_CLUSTER=portable | max_cluster_blocks = 8 | clusters of at most the portable 8 blocks |
-// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, cluster_row_smem for 16-bit rows, and interleaved_cluster where one block holds the tile once an SM |
-// | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16) |
+// | DUET_CLUSTER=prefer | prefer_clusters = true | clusters also where one block_row holds a row once an SM, cluster_row_smem for 16-bit rows, interleaved_cluster where one block holds the tile once an SM, and the fused cluster_row wherever its stream_row would run |
+// | DUET_CLUSTER_BLOCKS=n | min_cluster_blocks = n | clusters of at least n blocks (2, 4, 8, 16); the fused cluster_row's from n (by default from 8) |
 // | DUET_STRATEGY=split_row | force_split = true | split_row wherever group_rows does not fit |
 // | DUET_STRATEGY=split_stream | force_stream = true | split_stream wherever group_rows does not fit; the fused operations' stream_row wherever their group_rows does not |
 // | DUET_STRATEGY=grid_row | force_grid_row = true | grid_row wherever group_rows does not fit and it holds the row (16-bit rows too) |

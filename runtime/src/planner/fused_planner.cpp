@@ -19,6 +19,13 @@
 //                            passes; the second reads what fits
 //                            of the row in the block's shared memory
 //                            (vector path) from there, the rest from L2
+//   longer, past L2          cluster_row (NVIDIA sm_90+, the cross-entropy
+//                            forward with its gradient, rows of whole
+//                            packs): where stream_row's rows would read
+//                            again more than L2 holds, a row cut over a
+//                            cluster of 8 or 16 blocks of 512 threads, two
+//                            an SM, each running the two passes over its
+//                            slice with its own stash
 // Register use is what each kernel's __launch_bounds__ caps it to
 // (kFusedRegisterCap), so the planner's occupancy estimate needs no
 // compiled kernel's attributes.
@@ -64,6 +71,7 @@ std::string to_string(FusedStrategy s) {
     case FusedStrategy::group_rows: return "group_rows";
     case FusedStrategy::block_row: return "block_row";
     case FusedStrategy::stream_row: return "stream_row";
+    case FusedStrategy::cluster_row: return "cluster_row";
   }
   return "unknown";
 }
@@ -87,7 +95,8 @@ std::string fused_variant_name(const FusedVariant& v) {
   }
   name += ",v";
   name += std::to_string(v.vpt);
-  if (v.strategy == FusedStrategy::stream_row && v.block != kFusedStreamBlock) {
+  if ((v.strategy == FusedStrategy::stream_row || v.strategy == FusedStrategy::cluster_row) &&
+      v.block != kFusedStreamBlock) {
     name += ",b";
     name += std::to_string(v.block);
   }
@@ -114,6 +123,29 @@ int blocks_per_sm(const DeviceProps& dev, int threads, std::int64_t smem = 0) {
   if (smem > 0 && dev.smem_per_sm > 0)
     n = std::min<std::int64_t>(n, dev.smem_per_sm / (smem + kFusedScratchBytes + dev.smem_reserved_per_block));
   return static_cast<int>(std::max<std::int64_t>(n, 1));
+}
+
+// cluster_row's cluster for a row of nv packs of `item` bytes: from 8
+// blocks (or DUET_CLUSTER_BLOCKS), the fewest (powers of two) whose slices
+// (whole blocks' worth of packs each) leave past their stash of
+// `stash_slots` slots no more than L2 holds for the `resident` blocks'
+// writing passes to find again, else the most (16; 8 with
+// DUET_CLUSTER=portable). On the H200 clusters of 8 ran fastest wherever
+// what they read again fit L2: fewer blocks a cluster read more of their
+// slices again, 16 wait for more peers a row (bench/NOTES.md v111).
+constexpr int kClusterRowFirstBlocks = 8;
+int cluster_row_blocks(const DeviceProps& dev, std::int64_t nv, std::int64_t item, std::int64_t resident,
+                       std::int64_t stash_slots, const PlanOptions& options) {
+  const int most = std::clamp(options.max_cluster_blocks, 2, kMaxClusterBlocks);
+  int blocks = 2;
+  while (blocks < std::min(options.min_cluster_blocks > 0 ? options.min_cluster_blocks : kClusterRowFirstBlocks, most))
+    blocks *= 2;
+  for (; blocks < most; blocks *= 2) {
+    const std::int64_t slice = cdiv(cdiv(nv, blocks), kFusedClusterBlock) * kFusedClusterBlock;
+    const std::int64_t again = resident * std::max<std::int64_t>(slice - stash_slots * kFusedClusterBlock, 0) * item;
+    if (again == 0 || (dev.l2_bytes > 0 && again <= dev.l2_bytes)) return blocks;
+  }
+  return most;
 }
 
 }  // namespace
@@ -147,7 +179,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
 
   FusedVariant v{s.op, mask, s.dtype, FusedStrategy::group_rows, vec, 0, 0, edges};
   int threads = 0;
-  std::int64_t stash_bytes = 0;  // stream_row's stash, or block_row's shared mask
+  std::int64_t stash_bytes = 0;  // stream_row's and cluster_row's stash, or block_row's shared mask
+  int cluster_blocks = 0;        // cluster_row: blocks a row
   std::string why;
   const int longest = int(kFusedGroupShapes.size()) - 1;
   if (vec > 1 && nv <= std::int64_t(kFusedGroupShapes.back()[0]) * fused_group_shape(s.op, mask, longest, edges)[1]) {
@@ -280,7 +313,43 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, sms * stream_per_sm);
       const std::int64_t between = resident_rows * row_bytes;
       const bool in_l2 = dev.l2_bytes > 0 && between <= dev.l2_bytes;
-      if (reduces && writes) {
+      // cluster_row: where the resident rows' packs past a full stash (what
+      // the writing pass reads again) are more than L2 holds, so that pass
+      // would read them from DRAM (but for DUET_STRATEGY=split_stream), or
+      // wherever stream_row would run with DUET_CLUSTER=prefer; the vector
+      // path of rows of whole packs, the catalogue's cluster entries (the
+      // cross-entropy forward), two blocks an SM (each stash its half of
+      // the SM's shared memory beside the cluster's exchange).
+      const int cluster_per_sm = blocks_per_sm(dev, kFusedClusterBlock);
+      const std::int64_t cluster_slot = std::int64_t(kFusedClusterBlock) * item;
+      const std::int64_t cluster_slots =
+          std::max<std::int64_t>(std::min<std::int64_t>(dev.smem_per_block_optin,
+                                                        dev.smem_per_sm / cluster_per_sm - dev.smem_reserved_per_block) -
+                                     kFusedScratchBytes - kFusedClusterAccsBytes,
+                                 0) /
+          cluster_slot;
+      const std::int64_t read_again = resident_rows * std::max<std::int64_t>(nv - fit * threads, 0) * item;
+      const bool cluster_entry = s.op == FusedOp::cross_entropy && s.gradient && vec > 1 && !edges;
+      if (cluster_entry && dev.cluster_launch && options.allow_clusters && cluster_slots > 0 &&
+          (options.prefer_clusters || (!options.force_stream && dev.l2_bytes > 0 && read_again > dev.l2_bytes))) {
+        cluster_blocks = cluster_row_blocks(dev, nv, item, sms * cluster_per_sm, cluster_slots, options);
+        v.strategy = FusedStrategy::cluster_row;
+        v.block = kFusedClusterBlock;
+        threads = kFusedClusterBlock;
+        const std::int64_t slice = cdiv(cdiv(nv, cluster_blocks), threads) * threads;
+        const std::int64_t slots = std::min(cluster_slots, slice / threads);
+        stash_bytes = slots * cluster_slot;
+        why = "row of " + packs + " past what stream_row finds again in L2 (" +
+              (options.prefer_clusters ? std::string("DUET_CLUSTER=prefer") : mib(read_again) + " of the resident rows " +
+                                                                                 "read again, past L2's " + mib(dev.l2_bytes)) +
+              "): cut over a cluster of " + std::to_string(cluster_blocks) + " blocks of " +
+              std::to_string(threads) + " threads, slices of " + std::to_string(slice) + " packs, each " +
+              (slots * threads >= slice ? std::string("kept whole")
+                                        : "its first " + std::to_string(slots * threads) + " packs kept") +
+              " in shared memory between an online (max, sum) pass and the writing pass (" +
+              std::to_string(stash_bytes / 1024) + " KiB, cp.async), the slices' partial results traded through "
+              "distributed shared memory";
+      } else if (reduces && writes) {
         // The kernels' cp.async copies (bench/NOTES.md v59).
         const bool by_copy = detail::copies_to_shared_async(dev) && fused_stash_by_copy(s.op, mask, s.dtype);
         const bool stash = options.fused_stash == FusedStash::always ||
@@ -326,11 +395,17 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   const int own_waves = v.strategy == FusedStrategy::stream_row ? 1 : reads_mask ? kShortGridWaves : kGridWaves;
   const std::int64_t waves = detail::grid_waves(own_waves, options.persistent, options.max_waves);
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
-  const std::int64_t grid = std::min({work, resident * waves, detail::max_grid_blocks(dev, threads)});
+  std::int64_t grid = std::min({work, resident * waves, detail::max_grid_blocks(dev, threads)});
+  // cluster_row: whole clusters, a row each at a time, as many as the SMs
+  // hold at one block an SM (the launch takes fewer where the vendor fits
+  // fewer together).
+  if (v.strategy == FusedStrategy::cluster_row)
+    grid = std::min<std::int64_t>(work, std::max<std::int64_t>(resident / cluster_blocks, 1)) * cluster_blocks;
 
   FusedPlan plan;
   plan.launch.variant = variant;
   plan.launch.geometry = LaunchGeometry{grid, threads, stash_bytes};
+  plan.launch.cluster_blocks = cluster_blocks;
   plan.kernel = fused_variant_name(v);
   // Appended piece by piece: one long chain of operator+ trips GCC 12's
   // -Wrestrict false positive.
@@ -340,7 +415,10 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   plan.why += std::to_string(per_sm);
   plan.why += per_sm == 1 ? " block an SM x " : " blocks an SM x ";
   plan.why += std::to_string(dev.sm_count) + " SMs, ";
-  if (grid < work)
+  if (v.strategy == FusedStrategy::cluster_row)
+    plan.why += "one cluster per row, " + std::to_string(grid / cluster_blocks) + " clusters walking " +
+                std::to_string(s.rows) + " rows)";
+  else if (grid < work)
     plan.why += "grid-stride over " + std::to_string(s.rows) + " rows)";
   else if (rows_per_block > 1)
     plan.why += "one block per " + std::to_string(rows_per_block) + " rows)";
