@@ -123,17 +123,22 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_cluste
     acc = cluster_accs_exchange<Op>(caccs, acc, blocks, rank, parity, phases);
     const auto f = op.finish(acc);
     if (rank == 0 && tid == 0) op.epilogue(f, row);
-    // Pass 2, first chunk first: a stashed chunk, once written out, takes
-    // the next row's copies into its slots, so the next row's loads are in
-    // flight under this row's writes (each copy comes after the reads of
-    // its slot in the thread's program order, and after the store each
-    // read feeds). The chunk past the stash is the last read from L2, where
-    // one row a cluster leaves it (fused_planner.cpp sizes the cluster).
-    for (int c = 0; c < chunks; ++c) {
+    // Pass 2: first the chunks past the stash, read again from L2, the
+    // latest read first (as stream_row's); then the stashed chunks in
+    // chunk order, each, once written out, taking the next row's copies
+    // into its slots, so the next row's loads are in flight under this
+    // row's writes (each copy comes after the reads of its slot in the
+    // thread's program order, and after the store each read feeds).
+    if (op.writes())
+      for (int c = chunks - 1; c >= held; --c) {
+        const int c0 = begin + c * kChunk;
+        stream_write<Op, VPT, BLOCK>(op, f, stash, c, c0, end - c0);
+      }
+    for (int c = 0; c < held; ++c) {
       const int c0 = begin + c * kChunk;
       if (op.writes()) stream_write<Op, VPT, BLOCK>(op, f, stash, c, c0, end - c0);
       if constexpr (kAsyncStash<Op>)
-        if (c < held && next < a.rows) stash_fetch(stash, row_x(next), c, end, begin);
+        if (next < a.rows) stash_fetch(stash, row_x(next), c, end, begin);
     }
   }
   // No block leaves while a peer may still store into its shared memory.
