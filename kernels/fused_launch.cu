@@ -208,8 +208,10 @@ void launch_fused(int ordinal, const FusedArgs& args, const FusedLaunch& launch,
     k.seq_q_divisor = row_divisor(args.seq_q, args.rows);
     k.heads_divisor = row_divisor(args.heads, args.rows);
     if (kFusedCatalogue[launch.variant].strategy == FusedStrategy::cluster_row) {
+      // The planned blocks as whole clusters of the size taken, at most
+      // those that fit.
       const auto [clusters, size] = fitting_clusters(ordinal, launch);
-      const std::int64_t planned = launch.geometry.grid / launch.cluster_blocks;
+      const std::int64_t planned = launch.geometry.grid / size;
       const dim3 cluster_grid(static_cast<unsigned>(std::min<std::int64_t>(planned, clusters) * size));
       DUET_GPU_CHECK(vendor::launch_cluster(fn, cluster_grid, block, static_cast<size_t>(launch.geometry.dynamic_smem),
                                             s, static_cast<unsigned>(size), k));

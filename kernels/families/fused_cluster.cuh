@@ -11,10 +11,11 @@
 // slice shorter), its stash keeping the slice's first packs; the slices'
 // partial results (RowAcc) meet through distributed shared memory between
 // the passes (ClusterAccs: no cluster barrier a row). The rows between
-// their passes are then one a cluster, G times fewer, and each a stash
-// G times larger, so what the writing pass reads again stays in L2. A
-// block's next row is copied into its stash under the current row's
-// writing pass.
+// their passes are then one a cluster, not one a block, each held in G
+// stashes, so what the writing pass reads again stays in L2. A block's
+// next row is copied into its stash under the current row's writing
+// pass; two blocks an SM (kFusedClusterBlock) run one's loads under the
+// other's exchange and writes.
 // Grid: whole clusters walking the rows (the launch caps it at the
 // clusters that fit at once: fused_launch.cu). The op's epilogue (a row's
 // loss and lse) is the cluster's first block's. Rows of whole packs only
