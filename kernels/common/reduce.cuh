@@ -78,46 +78,60 @@ __device__ __forceinline__ float2 block_reduce_pair(float m, float s, float2* pa
   return group_reduce_pair<W>(q.x, q.y);
 }
 
-// A cluster's blocks exchange their (max, sum) pairs for a row without a
-// cluster barrier: each block stores its pair into every block's slot for it
-// (itself included) with st.async, which counts the 8 bytes on the
-// receiver's mbarrier, and each block waits on its own barrier. A cluster
-// barrier a row would have release semantics (ptxas emits MEMBAR.ALL.GPU):
-// every block would first wait for its stores of the previous row to be
-// acknowledged, with nothing in flight.
-// Two buffers alternate by row: a block sends row r + 2's pair only after it
-// has every pair of row r + 1, and each block sends that only past a block
-// barrier that its threads reach after reading row r's pairs.
-struct ClusterPairs {
-  float2 pairs[2][kMaxClusterBlocks];
+// A cluster's blocks exchange one value each for a row (a (max, sum) pair;
+// the fused rows' partial results) without a cluster barrier: each block
+// stores its value into every block's slot for it (itself included) with
+// st.async, which counts the bytes on the receiver's mbarrier, and each
+// block waits on its own barrier. A cluster barrier a row would have
+// release semantics (ptxas emits MEMBAR.ALL.GPU): every block would first
+// wait for its stores of the previous row to be acknowledged, with nothing
+// in flight.
+// Two buffers alternate by row: a block sends row r + 2's value only after
+// it has every value of row r + 1, and each block sends that only past a
+// block barrier that its threads reach after reading row r's values.
+template <class V>
+struct ClusterSlots {
+  V values[2][kMaxClusterBlocks];
   unsigned long long arrived[2];
 };
+using ClusterPairs = ClusterSlots<float2>;
 
 #if DUET_DEVICE_CLUSTERS
 // Thread 0 initialises the barriers; the caller then syncs the cluster once,
 // so no block stores into a peer's barrier before it is set up.
-__device__ __forceinline__ void cluster_pairs_init(ClusterPairs& cp) {
+template <class V>
+__device__ __forceinline__ void cluster_slots_init(ClusterSlots<V>& cs) {
   if (threadIdx.x == 0) {
-    duet_mbarrier_init(&cp.arrived[0], 1);
-    duet_mbarrier_init(&cp.arrived[1], 1);
+    duet_mbarrier_init(&cs.arrived[0], 1);
+    duet_mbarrier_init(&cs.arrived[1], 1);
     duet_mbarrier_init_fence();
   }
 }
 
-// The row's pair from every block's (m, s); `phases` holds each buffer's
-// next phase parity (one bit a buffer, flipped here).
-__device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float m, float s, int blocks, int rank,
-                                                         int parity, unsigned& phases) {
+// This block's `mine` (the same in every thread) sent to slot `rank` of
+// every block's buffer `parity`; returns this block's buffer once every
+// block's value has arrived. `phases` holds each buffer's next phase
+// parity (one bit a buffer, flipped here).
+template <class V>
+__device__ __forceinline__ const V* cluster_slots_exchange(ClusterSlots<V>& cs, const V& mine, int blocks, int rank,
+                                                           int parity, unsigned& phases) {
   const int tid = threadIdx.x;
-  if (tid == 0) duet_mbarrier_expect(&cp.arrived[parity], static_cast<unsigned>(blocks * sizeof(float2)));
-  if (tid < blocks) duet_store_async(&cp.pairs[parity][rank], make_float2(m, s), &cp.arrived[parity], tid);
-  while (!duet_mbarrier_try_wait_cluster(&cp.arrived[parity], (phases >> parity) & 1u)) {
+  if (tid == 0) duet_mbarrier_expect(&cs.arrived[parity], static_cast<unsigned>(blocks * sizeof(V)));
+  if (tid < blocks) duet_store_async(&cs.values[parity][rank], mine, &cs.arrived[parity], tid);
+  while (!duet_mbarrier_try_wait_cluster(&cs.arrived[parity], (phases >> parity) & 1u)) {
   }
   phases ^= 1u << parity;
+  return cs.values[parity];
+}
+
+// The row's pair from every block's (m, s).
+__device__ __forceinline__ float2 cluster_pairs_exchange(ClusterPairs& cp, float m, float s, int blocks, int rank,
+                                                         int parity, unsigned& phases) {
+  const float2* pairs = cluster_slots_exchange(cp, make_float2(m, s), blocks, rank, parity, phases);
   // Every warp combines the pairs itself, lane b (mod kMaxClusterBlocks)
   // holding block b's.
-  const int b = tid % kMaxClusterBlocks;
-  const float2 q = b < blocks ? cp.pairs[parity][b] : make_float2(kNegInf, 0.0f);
+  const int b = static_cast<int>(threadIdx.x) % kMaxClusterBlocks;
+  const float2 q = b < blocks ? pairs[b] : make_float2(kNegInf, 0.0f);
   return group_reduce_pair<kMaxClusterBlocks>(q.x, q.y);
 }
 #endif  // DUET_DEVICE_CLUSTERS

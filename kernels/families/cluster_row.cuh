@@ -76,7 +76,7 @@ __device__ __forceinline__ float2 cluster_row_stats(const SoftmaxArgs& a, const 
 template <int PACK>
 __device__ __forceinline__ BlockSlice cluster_slice_start(const SoftmaxArgs& a, ClusterPairs& cpairs) {
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  cluster_pairs_init(cpairs);
+  cluster_slots_init(cpairs);
   cluster.sync();
   return block_slice<PACK>(a, static_cast<int>(cluster.block_rank()), gridDim.x / a.chunks_per_row);
 }

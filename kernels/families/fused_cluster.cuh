@@ -28,37 +28,24 @@
 
 namespace duet::DUET_NS::kernels {
 
-// Every block's RowAcc of a row, sent by its peers with st.async into two
-// buffers that alternate by row, each with the transaction barrier their
-// bytes complete. A block sends row n + 2's into buffer n % 2 only after it
-// has every block's row n + 1, which each block sends only past a block
-// barrier (combine_block) that its threads reach after reading row n's.
-struct ClusterAccs {
-  float4 accs[2][kMaxClusterBlocks];
-  unsigned long long arrived[2];
-};
+// Every block's RowAcc of a row as a float4, through the cluster's slots
+// (common/reduce.cuh: ClusterSlots, no cluster barrier a row).
+using ClusterAccs = ClusterSlots<float4>;
 static_assert(sizeof(ClusterAccs) == kFusedClusterAccsBytes, "the planner counts the exchange beside the stash");
 
 #if DUET_DEVICE_CLUSTERS
 // The row's partial results from every block's `acc` (the block's, in
-// every thread): thread b < blocks sends it to block b; every warp then
-// combines the blocks' in the same lanes, so each block finds the same
-// row's. `phases` holds each buffer's next phase parity.
+// every thread); every warp combines the blocks' in the same lanes, so each
+// block finds the same row's.
 template <class Op>
 __device__ __forceinline__ RowAcc cluster_accs_exchange(ClusterAccs& ca, const RowAcc& acc, int blocks, int rank,
                                                         int parity, unsigned& phases) {
-  const int tid = threadIdx.x;
-  if (tid == 0) duet_mbarrier_expect(&ca.arrived[parity], static_cast<unsigned>(blocks * sizeof(float4)));
-  if (tid < blocks)
-    duet_store_async(&ca.accs[parity][rank], make_float4(acc.m, acc.s, acc.a, acc.b), &ca.arrived[parity],
-                     static_cast<unsigned>(tid));
-  while (!duet_mbarrier_try_wait_cluster(&ca.arrived[parity], (phases >> parity) & 1u)) {
-  }
-  phases ^= 1u << parity;
-  const int b = tid % kMaxClusterBlocks;
+  const float4* accs =
+      cluster_slots_exchange(ca, make_float4(acc.m, acc.s, acc.a, acc.b), blocks, rank, parity, phases);
+  const int b = static_cast<int>(threadIdx.x) % kMaxClusterBlocks;
   RowAcc q;
   if (b < blocks) {
-    const float4 v = ca.accs[parity][b];
+    const float4 v = accs[b];
     q.m = v.x;
     q.s = v.y;
     q.a = v.z;
@@ -79,11 +66,7 @@ __global__ void __launch_bounds__(BLOCK, kFusedStreamBlock / BLOCK) fused_cluste
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int blocks = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  if (tid == 0) {
-    duet_mbarrier_init(&caccs.arrived[0], 1);
-    duet_mbarrier_init(&caccs.arrived[1], 1);
-    duet_mbarrier_init_fence();
-  }
+  cluster_slots_init(caccs);
   cluster.sync();  // no block stores into a peer's barrier before it is set up
 
   const int packs = static_cast<int>(a.cols / PACK);  // cols < 2^31 (validate.cpp)

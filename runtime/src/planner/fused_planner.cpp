@@ -125,6 +125,15 @@ int blocks_per_sm(const DeviceProps& dev, int threads, std::int64_t smem = 0) {
   return static_cast<int>(std::max<std::int64_t>(n, 1));
 }
 
+// The dynamic shared memory a block may opt into where `per_sm` blocks
+// share an SM: its share of the SM's less the per-block reserve, at most
+// the opt-in (the opt-in alone where the SM's is not known).
+std::int64_t block_smem_share(const DeviceProps& dev, int per_sm) {
+  return dev.smem_per_sm > 0 ? std::min<std::int64_t>(dev.smem_per_block_optin,
+                                                      dev.smem_per_sm / per_sm - dev.smem_reserved_per_block)
+                             : dev.smem_per_block_optin;
+}
+
 // cluster_row's cluster for a row of nv packs of `item` bytes: from 8
 // blocks (or DUET_CLUSTER_BLOCKS), the fewest (powers of two) whose slices
 // (whole blocks' worth of packs each) leave past their stash of
@@ -304,10 +313,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // than L2 holds: within it pass 2 finds them there and that stash
       // measured slower (v46).
       const std::int64_t slot = std::int64_t(threads) * item;
-      const std::int64_t smem_block =
-          dev.smem_per_sm > 0 ? std::min<std::int64_t>(dev.smem_per_block_optin,
-                                                       dev.smem_per_sm / stream_per_sm - dev.smem_reserved_per_block)
-                              : dev.smem_per_block_optin;
+      const std::int64_t smem_block = block_smem_share(dev, stream_per_sm);
       const std::int64_t fit = std::max<std::int64_t>(smem_block - kFusedScratchBytes, 0) / slot;
       const std::int64_t slots = std::min(fit, cdiv(nv, threads));
       const std::int64_t resident_rows = std::min<std::int64_t>(s.rows, sms * stream_per_sm);
@@ -323,9 +329,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       const int cluster_per_sm = blocks_per_sm(dev, kFusedClusterBlock);
       const std::int64_t cluster_slot = std::int64_t(kFusedClusterBlock) * item;
       const std::int64_t cluster_slots =
-          std::max<std::int64_t>(std::min<std::int64_t>(dev.smem_per_block_optin,
-                                                        dev.smem_per_sm / cluster_per_sm - dev.smem_reserved_per_block) -
-                                     kFusedScratchBytes - kFusedClusterAccsBytes,
+          std::max<std::int64_t>(block_smem_share(dev, cluster_per_sm) - kFusedScratchBytes - kFusedClusterAccsBytes,
                                  0) /
           cluster_slot;
       const std::int64_t read_again = resident_rows * std::max<std::int64_t>(nv - fit * threads, 0) * item;
@@ -397,7 +401,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   std::int64_t grid = std::min({work, resident * waves, detail::max_grid_blocks(dev, threads)});
   // cluster_row: whole clusters, a row each at a time, as many as the SMs
-  // hold at one block an SM (the launch takes fewer where the vendor fits
+  // hold at two blocks an SM (the launch takes fewer where the vendor fits
   // fewer together).
   if (v.strategy == FusedStrategy::cluster_row)
     grid = std::min<std::int64_t>(work, std::max<std::int64_t>(resident / cluster_blocks, 1)) * cluster_blocks;
