@@ -14,6 +14,7 @@
 #include "gpu_check.hpp"
 #include "smem_opt_in.hpp"
 #include "backend_api.hpp"
+#include "families/fused_ahead.cuh"
 #include "families/fused_cluster.cuh"
 #include "families/fused_rows.cuh"
 #include "families/shard_combine.cuh"
@@ -38,6 +39,9 @@ constexpr FusedKernelFn make_fused_entry() {
   if constexpr (v.strategy == FusedStrategy::cluster_row) {
     static_assert(!v.edges && v.vec > 1, "cluster_row runs rows of whole packs");
     return &kernels::fused_cluster_kernel<Op, v.vec, v.vpt, v.block>;
+  } else if constexpr (v.strategy == FusedStrategy::block_row_ahead) {
+    static_assert(v.vec > 1, "block_row_ahead copies 16-byte packs");
+    return &kernels::fused_block_ahead_kernel<Op, v.vec, v.vpt, v.edges>;
   } else if constexpr (fused_mask_in_shared(v)) {
     using SharedMaskOp = kernels::MaskedSoftmaxOp<T, v.vec, v.mask, true>;
     static_assert(sizeof(typename SharedMaskOp::MaskPack) == fused_mask_pack_bytes(v.mask, v.dtype),
@@ -73,7 +77,7 @@ const std::array<FusedKernelFn, kFusedVariantCount>& fused_table() {
   return table;
 }
 
-SmemOptIn<kFusedVariantCount> g_smem;  // stream_row's stash, block_row's shared masks
+SmemOptIn<kFusedVariantCount> g_smem;  // stream_row's stash, block_row's shared masks, block_row_ahead's next row
 
 bool aligned(const void* p, std::int64_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -102,7 +106,7 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
   const bool shared_mask = fused_mask_in_shared(v);
   if (l.geometry.dynamic_smem < 0 ||
       (l.geometry.dynamic_smem > 0 && v.strategy != FusedStrategy::stream_row &&
-       v.strategy != FusedStrategy::cluster_row && !shared_mask))
+       v.strategy != FusedStrategy::cluster_row && v.strategy != FusedStrategy::block_row_ahead && !shared_mask))
     throw Error(Status::invalid_argument, fused_variant_name(v) + " takes no dynamic shared memory (asked for " +
                                               std::to_string(l.geometry.dynamic_smem) + " bytes)");
   if (shared_mask) {
@@ -112,6 +116,20 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
                                                 std::to_string(need) + " bytes for blocks of " +
                                                 std::to_string(l.geometry.block) + " threads, given " +
                                                 std::to_string(l.geometry.dynamic_smem));
+  }
+  if (v.strategy == FusedStrategy::block_row_ahead) {
+    // Each thread's packs of the next row, and the rows in registers.
+    const std::int64_t need = l.geometry.block * std::int64_t(v.vpt) * fused_item_bytes(v.op, v.mask, v.dtype);
+    if (l.geometry.dynamic_smem < need)
+      throw Error(Status::invalid_argument, fused_variant_name(v) + " copies a row ahead into shared memory: " +
+                                                std::to_string(need) + " bytes for blocks of " +
+                                                std::to_string(l.geometry.block) + " threads, given " +
+                                                std::to_string(l.geometry.dynamic_smem));
+    if (l.geometry.block * std::int64_t(v.vpt) * v.vec < a.cols)
+      throw Error(Status::invalid_argument, fused_variant_name(v) + " holds rows of at most " +
+                                                std::to_string(l.geometry.block * std::int64_t(v.vpt) * v.vec) +
+                                                " elements in blocks of " + std::to_string(l.geometry.block) +
+                                                " threads, given " + std::to_string(a.cols));
   }
   if (v.strategy == FusedStrategy::cluster_row &&
       (l.cluster_blocks < 2 || l.cluster_blocks > kMaxClusterBlocks || l.geometry.grid % l.cluster_blocks != 0))
@@ -123,7 +141,8 @@ void check_variant(const FusedArgs& a, const FusedLaunch& l) {
       l.geometry.block != v.block)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " runs blocks of " + std::to_string(v.block) +
                                               " threads, given " + std::to_string(l.geometry.block));
-  if (v.edges && v.strategy == FusedStrategy::block_row && l.geometry.block < kFusedBlockEdgesMinThreads)
+  if (v.edges && (v.strategy == FusedStrategy::block_row || v.strategy == FusedStrategy::block_row_ahead) &&
+      l.geometry.block < kFusedBlockEdgesMinThreads)
     throw Error(Status::invalid_argument, fused_variant_name(v) + " needs blocks of at least " +
                                               std::to_string(kFusedBlockEdgesMinThreads) + " threads (a row's edges)");
   if (v.vec > 1 && !v.edges && !fused_rows_on_packs(a, v.vec))

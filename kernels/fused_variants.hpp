@@ -30,6 +30,10 @@ enum class FusedStrategy : int {
   // two passes over its slice of the row, the slices' partial results
   // traded through distributed shared memory between them.
   cluster_row = 3,
+  // block_row's rows that one block an SM holds (the row needs the SM's
+  // registers): a persistent block copies its next row into shared memory
+  // (cp.async) while it reduces and writes this one.
+  block_row_ahead = 4,
 };
 
 // The operation a kernel serves: FusedOp, and for masked_softmax the mask.
@@ -235,7 +239,13 @@ inline constexpr int kFusedClusterEntries = 3;
 // cluster_row's blocks: 512 threads, two an SM, so one block's loads run
 // under the other's exchange and writes (bench/NOTES.md v111).
 inline constexpr int kFusedClusterBlock = kFusedStreamBlock / 2;
-inline constexpr int kFusedVariantCount = fused_variant_count() + kFusedClusterEntries;
+// block_row_ahead: the cross-entropy forward (vocabularies of 32K-64K 16-bit
+// or 16K-32K float32 logits, which hold one block an SM), each dtype,
+// without and with edges, at block_row's most packs a thread (the rows
+// fewer packs hold fit two blocks an SM).
+inline constexpr int kFusedAheadEntries = 6;
+inline constexpr int kFusedAheadVpt = kFusedBlockVpt.back();
+inline constexpr int kFusedVariantCount = fused_variant_count() + kFusedClusterEntries + kFusedAheadEntries;
 
 constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
   std::array<FusedVariant, kFusedVariantCount> out{};
@@ -269,6 +279,13 @@ constexpr std::array<FusedVariant, kFusedVariantCount> make_fused_catalogue() {
         op, MaskKind::none, dt, FusedStrategy::cluster_row, vec, 0, fused_stream_vpt(op, MaskKind::none, vec), false,
         kFusedClusterBlock};
   }
+  for (int d = 0; d < kFusedAheadEntries / 2; ++d)
+    for (const bool edges : {false, true}) {
+      const DType dt = static_cast<DType>(d);
+      const FusedOp op = FusedOp::cross_entropy;
+      out[i++] = FusedVariant{op, MaskKind::none, dt, FusedStrategy::block_row_ahead, fused_vec(op, dt), 0,
+                              kFusedAheadVpt, edges};
+    }
   return out;
 }
 inline constexpr std::array<FusedVariant, kFusedVariantCount> kFusedCatalogue = make_fused_catalogue();

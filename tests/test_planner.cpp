@@ -698,9 +698,10 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   const DeviceProps h100 = device_file("h100_sxm.json");
   // An odd vocabulary, its rows at the same offsets in every tensor: the
   // vector kernel (8 bf16 a pack), the rows' edges element-wise.
-  // GPT-2's 50257 classes: one pass, the row in one block's registers.
+  // GPT-2's 50257 classes: one pass, the row in one block's registers
+  // (one block an SM: the next row copied ahead).
   auto p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
-  CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8,edges>");
   CHECK(p.why.find("6282 packs of 8 (the elements off the pack grid apart) fits one block of 832 threads x 8 packs") !=
         std::string::npos);
   // Llama 2's 32000: 8 packs a thread leave two blocks of 512 an SM.
@@ -859,7 +860,7 @@ TEST_CASE("fused planner: every vector shape covers the longest body of a row") 
           if (v.strategy == FusedStrategy::group_rows) {
             CHECK(std::int64_t(v.group) * v.vpt >= body);
             if (v.edges) CHECK(v.group >= v.vec);
-          } else if (v.strategy == FusedStrategy::block_row) {
+          } else if (v.strategy == FusedStrategy::block_row || v.strategy == FusedStrategy::block_row_ahead) {
             CHECK(p.launch.geometry.block * v.vpt >= body);
             CHECK(p.launch.geometry.block >= (v.edges ? kFusedBlockEdgesMinThreads : kFusedBlockMinThreads));
           } else {
@@ -1155,6 +1156,63 @@ TEST_CASE("fused planner: cluster_row cuts rows past what stream_row finds again
   CHECK(entries == kFusedClusterEntries);
 }
 
+TEST_CASE("fused planner: block_row_ahead copies the next row ahead where the cross-entropy row holds one block an SM") {
+  const DeviceProps h200 = device_file("h200.json");
+  const auto ce = [](DType dt, std::int64_t rows, std::int64_t cols, bool gradient = true) {
+    FusedShape s = fused_shape(FusedOp::cross_entropy, MaskKind::none, dt, rows, cols, true);
+    s.gradient = gradient;
+    return s;
+  };
+  // GPT-2's vocabulary, 50257 bf16 logits: 6282 packs and edges; block_row
+  // holds the row in 832 threads x 8 packs at 64 registers, one block an
+  // SM. Each block copies its next row's 832 x 8 packs (104 KiB) ahead; the
+  // grid one wave of the 132 SMs.
+  FusedPlan p = plan_fused(h200, ce(DType::bf16, 8192, 50257));
+  INFO(p.why);
+  CHECK(p.kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.launch.geometry.block == 832);
+  CHECK(p.launch.geometry.dynamic_smem == 832 * 8 * 16);
+  CHECK(p.launch.geometry.grid == 132);
+  CHECK(p.why.find("one block an SM, so each block copies its next row into shared memory (104 KiB, cp.async)") !=
+        std::string::npos);
+  // Rows of whole packs (float32 24000: 6000 packs, 768 threads), and the
+  // loss alone also in blocks of 1024 (float32 32000: 8000 packs).
+  CHECK(plan_fused(h200, ce(DType::f32, 8192, 24000)).kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
+  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 50256, false)).kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8>");
+  p = plan_fused(h200, ce(DType::f32, 8192, 32000, false));
+  CHECK(p.kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
+  CHECK(p.launch.geometry.block == 1024);
+  // Not where: the gradient in blocks of 1024 (the SM's every warp; slower
+  // ahead), two blocks an SM hold the row (Llama 2's 32000 bf16: 4000
+  // packs in 512 threads), no more rows than blocks, DUET_FUSED_AHEAD=0,
+  // the backward, a device without cp.async (AMD).
+  CHECK(plan_fused(h200, ce(DType::f32, 8192, 32000)).kernel == "block_row<cross_entropy,f32,vec4,v8>");
+  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 32000)).kernel == "block_row<cross_entropy,bf16,vec8,v8>");
+  CHECK(plan_fused(h200, ce(DType::bf16, 132, 50257)).kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  PlanOptions off;
+  off.fused_ahead = false;
+  p = plan_fused(h200, ce(DType::bf16, 8192, 50257), off);
+  CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.launch.geometry.dynamic_smem == 0);
+  CHECK(p.launch.geometry.grid == 8192);
+  CHECK(plan_fused(h200, fused_shape(FusedOp::cross_entropy_backward, MaskKind::none, DType::bf16, 8192, 50257, true))
+            .kernel.rfind("block_row<", 0) == 0);
+  CHECK(plan_fused(device_file("mi300x.json"), ce(DType::bf16, 8192, 50257)).kernel.rfind("block_row<", 0) == 0);
+  // sm_80 has cp.async: the A100 takes it too.
+  CHECK(plan_fused(device_file("a100_sxm.json"), ce(DType::bf16, 8192, 50257)).kernel.rfind("block_row_ahead<", 0) == 0);
+  // The catalogue's entries: the cross-entropy forward, each dtype, with
+  // and without edges, at block_row's most packs a thread.
+  int entries = 0;
+  for (const FusedVariant& v : kFusedCatalogue)
+    if (v.strategy == FusedStrategy::block_row_ahead) {
+      ++entries;
+      CHECK(v.op == FusedOp::cross_entropy);
+      CHECK(v.vpt == kFusedAheadVpt);
+      CHECK(v.vec > 1);
+    }
+  CHECK(entries == kFusedAheadEntries);
+}
+
 TEST_CASE("fused_vector_ok: one offset within a pack for every tensor of a row") {
   FusedArgs a;
   a.op = FusedOp::cross_entropy;
@@ -1299,7 +1357,7 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   for (const char* name : {"DUET_CLUSTER", "DUET_CLUSTER_BLOCKS", "DUET_STRATEGY", "DUET_STREAM_SLACK",
                            "DUET_BLOCK_VPT", "DUET_PERSISTENT", "DUET_FUSED_STASH", "DUET_INTERLEAVED_STASH",
                            "DUET_INTERLEAVED_TILE", "DUET_INTERLEAVED_STREAM", "DUET_STREAM_TILES", "DUET_GRID_ROW", "DUET_GRID_BLOCKS",
-                           "DUET_WAVES"})
+                           "DUET_WAVES", "DUET_FUSED_AHEAD"})
     if (const char* v = std::getenv(name)) {
       saved.vars.emplace_back(name, v);
       unsetenv(name);
@@ -1333,6 +1391,9 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(with_env({{"DUET_FUSED_STASH", "0"}}).fused_stash == FusedStash::off);
   CHECK(with_env({{"DUET_FUSED_STASH", "1"}}).fused_stash == FusedStash::planned);
   CHECK(with_env({{"DUET_FUSED_STASH", "always"}}).fused_stash == FusedStash::always);
+  CHECK(none.fused_ahead);
+  CHECK(!with_env({{"DUET_FUSED_AHEAD", "0"}}).fused_ahead);
+  CHECK(with_env({{"DUET_FUSED_AHEAD", "1"}}).fused_ahead);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);

@@ -443,10 +443,15 @@ struct CeRow {
 // (vocab_start > 0 or vocab > cols) holds the one-hot column of the rows
 // whose target falls in [vocab_start, vocab_start + cols). shard_stats
 // without targets: no target column, nothing ignored or invalid.
-__device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
+// A row's target where the launch has targets (0 otherwise, unread).
+__device__ __forceinline__ std::int64_t row_target(const FusedArgs& a, std::int64_t row) {
+  return a.target == nullptr ? 0 : target_of(a, row);
+}
+// The row whose target is t (row_target, loaded ahead where a kernel
+// would otherwise wait on it: block_row_ahead).
+__device__ __forceinline__ CeRow ce_row_of(const FusedArgs& a, std::int64_t t) {
   CeRow r{-1, false, false, false};
   if (a.target == nullptr) return r;
-  const std::int64_t t = target_of(a, row);
   const std::int64_t vocab = a.vocab > 0 ? a.vocab : a.cols;
   r.ignored = t == a.ignore_index;
   r.invalid = !r.ignored && (t < 0 || t >= vocab);
@@ -454,6 +459,9 @@ __device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
   r.here = !r.ignored && !r.invalid && local >= 0 && local < a.cols;
   r.t = r.here ? static_cast<int>(local) : -1;
   return r;
+}
+__device__ __forceinline__ CeRow ce_row(const FusedArgs& a, std::int64_t row) {
+  return ce_row_of(a, row_target(a, row));
 }
 // The row's target logit x[t] (0 without a target here), one load a thread
 // issued with the row's first loads: no compare an element to pick it out.
@@ -525,10 +533,14 @@ struct CeGradPacks : LogitPacks<T, PACK> {
   float xt;  // the target logit (the forward's loss; 0 in the backward)
 
   __device__ __forceinline__ CeGradPacks(const FusedArgs& args, std::int64_t row, int shift, bool forward)
+      : CeGradPacks(args, row, shift, forward, ce_row(args, row)) {}
+  // The row's CeRow from a target loaded ahead (ce_row_of).
+  __device__ __forceinline__ CeGradPacks(const FusedArgs& args, std::int64_t row, int shift, bool forward,
+                                         const CeRow& row_state)
       : LogitPacks<T, PACK>{fused_row<T, V>(args.x, row, args.x_stride, shift)},
         a(args),
         out(forward && !args.out ? nullptr : fused_row<T, V>(args.out, row, args.out_stride, shift)),
-        r(ce_row(args, row)),
+        r(row_state),
         xt(forward ? target_logit<T>(args, row, r) : 0.0f) {
     r.t -= shift;  // -1 (no target) stays below every column
   }
@@ -584,6 +596,8 @@ struct CrossEntropyOp : CeGradPacks<T, PACK> {
 
   __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row, int shift)
       : Base(args, row, shift, true) {}
+  __device__ __forceinline__ CrossEntropyOp(const FusedArgs& args, std::int64_t row, int shift, const CeRow& r)
+      : Base(args, row, shift, true, r) {}
   template <int P>
   __device__ __forceinline__ explicit CrossEntropyOp(const CrossEntropyOp<T, P>& o) : Base(o) {}
 

@@ -983,3 +983,68 @@ TEST_CASE("fused cluster_row: the cross-entropy forward over a cluster matches t
     run_ce(dev, c);
   }
 }
+
+// block_row_ahead (block_row's rows that hold one block an SM, the next row
+// copied into shared memory while this one is reduced and written) against
+// the double reference, where the planner takes it: rows on the pack grid
+// and off it (odd vocabularies, padded rows), blocks walking two or more
+// rows each, in place, the loss alone, int32 targets, every reduction,
+// label smoothing and z-loss, extreme logits, ignored and invalid rows.
+// Each case again with DUET_FUSED_AHEAD=0 (block_row), which must agree.
+TEST_CASE("fused block_row_ahead: the cross-entropy forward with the next row copied ahead matches the double reference") {
+  const Device dev = duet::testing::first_gpu();
+  const duet::testing::RestorePlanOptions restore;
+  const std::int64_t sms = dev.props().sm_count;
+  struct Case {
+    DType dtype;
+    std::int64_t rows, cols, pad;
+    Reduction reduction;
+    bool gradient, in_place, extreme;
+    IndexType target_type;
+    std::int64_t invalid;
+  };
+  const Case cases[] = {
+      {DType::bf16, 2 * sms + 3, 50257, 3, Reduction::mean, true, false, false, IndexType::i64, 0},  // GPT-2's, edges
+      {DType::f32, sms + 5, 24000, 0, Reduction::none, true, true, false, IndexType::i64, 0},        // in place
+      {DType::f32, 2 * sms + 1, 32000, 0, Reduction::mean, false, false, false, IndexType::i32, 0},  // blocks of 1024
+      {DType::f16, 3 * sms + 1, 40005, 8, Reduction::sum, true, false, false, IndexType::i32, 3},    // invalid targets
+      {DType::bf16, 2 * sms, 8 * 6000, 0, Reduction::mean, false, false, false, IndexType::i64, 0},  // the loss alone
+      {DType::f32, sms + 9, 20001, 1, Reduction::none, true, false, true, IndexType::i64, 0},        // extreme logits
+  };
+  for (const Case& k : cases) {
+    const FusedShape shape{.op = FusedOp::cross_entropy,
+                           .dtype = k.dtype,
+                           .rows = k.rows,
+                           .cols = k.cols,
+                           .gradient = k.gradient,
+                           .row_edges = (k.cols + k.pad) % dtype_vec16(k.dtype) != 0,
+                           .in_place = k.in_place};
+    CeCase c;
+    c.dtype = k.dtype;
+    c.rows = k.rows;
+    c.cols = k.cols;
+    c.pad = k.pad;
+    c.reduction = k.reduction;
+    c.gradient = k.gradient;
+    c.in_place = k.in_place;
+    c.extreme = k.extreme;
+    c.target_type = k.target_type;
+    c.invalid = k.invalid;
+    c.label_smoothing = k.reduction == Reduction::mean ? 0.1f : 0.0f;
+    c.z_loss = k.reduction == Reduction::sum ? 1e-4f : 0.0f;
+    for (const bool ahead : {true, false}) {
+      PlanOptions o = restore.saved;
+      o.fused_ahead = ahead;
+      set_plan_options(o);
+      const FusedPlan plan = plan_fused(dev.props(), shape, o);
+      INFO(c.name(), ": ", plan.kernel, ": ", plan.why);
+      if (ahead && !(dev.props().vendor == Vendor::nvidia && dev.props().cc_major >= 8)) {
+        MESSAGE("skipped: ", dev.props().name, " copies to shared memory through registers (no block_row_ahead)");
+        return;
+      }
+      REQUIRE(plan.kernel.rfind(ahead ? "block_row_ahead<" : "block_row<", 0) == 0);
+      if (ahead) CHECK(plan.launch.geometry.grid <= sms);
+      run_ce(dev, c);
+    }
+  }
+}

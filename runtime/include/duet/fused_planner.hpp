@@ -46,7 +46,8 @@ struct FusedPlan {
 
 // Throws duet::Error(invalid_argument) for a bad shape and
 // duet::Error(unsupported) when nothing fits the device. Of the options,
-// fused_stash applies (the library's calls pass plan_options()).
+// fused_stash, fused_ahead, force_stream and the cluster switches apply
+// (the library's calls pass plan_options()).
 DUET_API FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& shape, const PlanOptions& options = {});
 
 }  // namespace duet

@@ -12,7 +12,11 @@
 //                            packs a thread that keep the most of a row
 //                            resident an SM; a mask tensor's widest entry
 //                            keeps the row's mask packs in shared memory
-//                            (NVIDIA sm_80+: cp.async), its x in registers
+//                            (NVIDIA sm_80+: cp.async), its x in registers;
+//                            block_row_ahead where the cross-entropy row
+//                            holds one block an SM (NVIDIA sm_80+): the
+//                            block's next row copied into shared memory
+//                            while it reduces and writes this one
 //   longer                   stream_row: one block a row at a time (1024
 //                            threads, or two blocks of 512 an SM where
 //                            their rows move at most twice L2), two
@@ -72,6 +76,7 @@ std::string to_string(FusedStrategy s) {
     case FusedStrategy::block_row: return "block_row";
     case FusedStrategy::stream_row: return "stream_row";
     case FusedStrategy::cluster_row: return "cluster_row";
+    case FusedStrategy::block_row_ahead: return "block_row_ahead";
   }
   return "unknown";
 }
@@ -262,6 +267,28 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
             std::to_string(v.vpt) + (vec > 1 ? " packs" : " elements") + " in registers";
       if (stash_bytes > 0)
         why += ", its mask packs in shared memory (" + std::to_string(stash_bytes / 1024) + " KiB, cp.async)";
+      // block_row_ahead: where the row takes the SM's registers (one block
+      // an SM), nothing runs under a block's reduction and writes, and
+      // each row would start with the memory's latency; the block copies
+      // its next row into shared memory meanwhile (cp.async: the copies
+      // need no registers), the grid one wave walking the rows. The
+      // catalogue's entries: the cross-entropy forward at block_row's most
+      // packs a thread. The loss alone (nothing written) gained 0.04-0.09
+      // of copy on the H200; with the gradient, blocks of fewer than 1024
+      // threads gained 0.01-0.015 and a block of 1024 (float32 32000, the
+      // SM's every warp already) lost 0.02 (bench/NOTES.md v114).
+      const std::int64_t ahead_bytes = std::int64_t(threads) * v.vpt * fused_item_bytes(s.op, mask, s.dtype);
+      const bool ahead_gains = !s.gradient || threads < kFusedBlockMaxThreads;
+      if (options.fused_ahead && best_per_sm == 1 && stash_bytes == 0 && s.op == FusedOp::cross_entropy && vec > 1 &&
+          ahead_gains &&
+          v.vpt == kFusedAheadVpt && detail::copies_to_shared_async(dev) && s.rows > std::max(dev.sm_count, 1) &&
+          ahead_bytes + kFusedScratchBytes <= dev.smem_per_block_optin &&
+          blocks_per_sm(dev, threads, ahead_bytes) == 1) {
+        v.strategy = FusedStrategy::block_row_ahead;
+        stash_bytes = ahead_bytes;
+        why += "; one block an SM, so each block copies its next row into shared memory (" +
+               std::to_string(ahead_bytes / 1024) + " KiB, cp.async) while it reduces and writes this one";
+      }
     } else {
       v.strategy = FusedStrategy::stream_row;
       v.vpt = fused_stream_vpt(s.op, mask, vec);
@@ -384,10 +411,12 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   if (variant < 0) throw Error(Status::internal, "no compiled fused kernel for " + fused_variant_name(v));
 
   const std::int64_t rows_per_block = v.strategy == FusedStrategy::group_rows ? kFusedGroupBlock / v.group : 1;
-  const int per_sm = blocks_per_sm(dev, threads, v.strategy == FusedStrategy::block_row ? stash_bytes : 0);
+  const bool block_smem = v.strategy == FusedStrategy::block_row || v.strategy == FusedStrategy::block_row_ahead;
+  const int per_sm = blocks_per_sm(dev, threads, block_smem ? stash_bytes : 0);
   const std::int64_t resident = std::int64_t(std::max(dev.sm_count, 1)) * per_sm;
   // stream_row: one wave, each block walking rows one at a time, so the
-  // rows between their two passes are at most one a block; the others as
+  // rows between their two passes are at most one a block; block_row_ahead
+  // one wave, each block copying the row it walks to next; the others as
   // well with DUET_PERSISTENT=1. Else up to kGridWaves (one block a unit of
   // work for the usual shapes, as the softmax planner's rows), or
   // PlanOptions::max_waves; up to kShortGridWaves where a mask tensor is read
@@ -396,7 +425,8 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
   // up to 0.03 and causal rows and cross-entropy moved either way;
   // bench/NOTES.md v83).
   const bool reads_mask = mask == MaskKind::boolean || mask == MaskKind::additive;
-  const int own_waves = v.strategy == FusedStrategy::stream_row ? 1 : reads_mask ? kShortGridWaves : kGridWaves;
+  const bool one_wave = v.strategy == FusedStrategy::stream_row || v.strategy == FusedStrategy::block_row_ahead;
+  const int own_waves = one_wave ? 1 : reads_mask ? kShortGridWaves : kGridWaves;
   const std::int64_t waves = detail::grid_waves(own_waves, options.persistent, options.max_waves);
   const std::int64_t work = std::max<std::int64_t>(cdiv(s.rows, rows_per_block), 1);
   std::int64_t grid = std::min({work, resident * waves, detail::max_grid_blocks(dev, threads)});
