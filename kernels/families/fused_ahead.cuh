@@ -12,48 +12,24 @@
 // the grid is persistent and each block, once it has taken a row's packs
 // from shared memory into registers, copies its next row's packs into the
 // same places (cp.async, evict-first: read once) and loads that row's
-// target (next_target), so the next row is in flight under this row's sums, reduction
-// and writes. Thread t's copies fill only the places thread t reads
+// target, so the next row is in flight under this row's sums, reduction
+// and writes, and no row waits on its target before the load that needs
+// its address (x[t]). Thread t's copies fill only the places thread t reads
 // (pack j * blockDim + t at place j * blockDim + t), so no barrier orders
 // them. The row's edges (rows off the pack grid) are loaded as block_row
 // loads them. Dynamic shared memory: blockDim x VPT packs.
 #pragma once
 
-#include <type_traits>
-
 #include "families/fused_rows.cuh"
 
 namespace duet::DUET_NS::kernels {
-
-// Ops whose row state starts from the row's target (the cross-entropy
-// forward: CrossEntropyOp from a CeRow): the block loads its next row's
-// target while this row runs, so no row waits on its target before the
-// load that needs its address (x[t]); `target` holds it from row to row
-// (row_target; 0 for other ops, unread).
-template <class Op>
-inline constexpr bool kTargetAhead = std::is_constructible_v<Op, const FusedArgs&, std::int64_t, int, const CeRow&>;
-template <class Op>
-__device__ __forceinline__ Op row_op(const FusedArgs& a, std::int64_t row, int shift, std::int64_t target) {
-  if constexpr (kTargetAhead<Op>)
-    return Op(a, row, shift, ce_row_of(a, target));
-  else
-    return Op(a, row, shift);
-}
-// The target of the block's first row, and then of its next one.
-template <class Op>
-__device__ __forceinline__ std::int64_t first_target(const FusedArgs& a) {
-  return kTargetAhead<Op> && blockIdx.x < a.rows ? row_target(a, blockIdx.x) : 0;
-}
-template <class Op>
-__device__ __forceinline__ void next_target(const FusedArgs& a, std::int64_t row, std::int64_t& target) {
-  if constexpr (kTargetAhead<Op>)
-    if (row + gridDim.x < a.rows) target = row_target(a, row + gridDim.x);
-}
 
 template <class Op, int PACK, int VPT, bool EDGES>
 __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_ahead_kernel(FusedArgs a) {
   static_assert(ItemIsX<Op>::value && sizeof(typename Op::Item) == 16 && !Prepares<Op>::value,
                 "the next row is copied as x's 16-byte packs, used as they come");
+  static_assert(std::is_constructible_v<Op, const FusedArgs&, std::int64_t, int, const CeRow&>,
+                "the row's state starts from a target loaded ahead (CrossEntropyOp)");
   using T = typename Op::Elem;
   using V = typename Op::V;
   __shared__ FusedScratch scratch;
@@ -81,7 +57,7 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_ahead_kerne
   if (row >= a.rows) return;
   RowSpan span = span_of(row);
   copy_row(row, span);
-  std::int64_t target = first_target<Op>(a);
+  std::int64_t target = row_target(a, row);
   int parity = 0;
   for (; row < a.rows; row += gridDim.x) {
     typename Op::Item it[VPT];
@@ -91,14 +67,14 @@ __global__ void __launch_bounds__(kFusedBlockMaxThreads) fused_block_ahead_kerne
       const int p = j * nt + tid;
       if (p < span.body) it[j].x = places[p];
     }
-    const Op op = row_op<Op>(a, row, span.head, target);
+    const Op op(a, row, span.head, ce_row_of(a, target));
     const RowSpan here = span;
     const std::int64_t next = row + gridDim.x;
     if (next < a.rows) {
       span = span_of(next);
       copy_row(next, span);
+      target = row_target(a, next);
     }
-    next_target<Op>(a, row, target);
     RowEdges<Op, PACK, kFusedBlockEdgesMinThreads> edges(op, here, tid, true);
     if constexpr (EDGES) edges.template load<LoadHint::last_use>();
     RowAcc acc;

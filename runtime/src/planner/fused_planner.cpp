@@ -282,8 +282,7 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       if (options.fused_ahead && best_per_sm == 1 && stash_bytes == 0 && s.op == FusedOp::cross_entropy && vec > 1 &&
           ahead_gains &&
           v.vpt == kFusedAheadVpt && detail::copies_to_shared_async(dev) && s.rows > std::max(dev.sm_count, 1) &&
-          ahead_bytes + kFusedScratchBytes <= dev.smem_per_block_optin &&
-          blocks_per_sm(dev, threads, ahead_bytes) == 1) {
+          ahead_bytes + kFusedScratchBytes <= block_smem_share(dev, 1)) {
         v.strategy = FusedStrategy::block_row_ahead;
         stash_bytes = ahead_bytes;
         why += "; one block an SM, so each block copies its next row into shared memory (" +
