@@ -698,10 +698,9 @@ TEST_CASE("fused planner: odd rows on the vector path when the tensors agree, el
   const DeviceProps h100 = device_file("h100_sxm.json");
   // An odd vocabulary, its rows at the same offsets in every tensor: the
   // vector kernel (8 bf16 a pack), the rows' edges element-wise.
-  // GPT-2's 50257 classes: one pass, the row in one block's registers
-  // (one block an SM: the next row copied ahead).
+  // GPT-2's 50257 classes: one pass, the row in one block's registers.
   auto p = plan_fused(h100, fused_shape(FusedOp::cross_entropy, MaskKind::none, DType::bf16, 8192, 50257, true));
-  CHECK(p.kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
   CHECK(p.why.find("6282 packs of 8 (the elements off the pack grid apart) fits one block of 832 threads x 8 packs") !=
         std::string::npos);
   // Llama 2's 32000: 8 packs a thread leave two blocks of 512 an SM.
@@ -1163,11 +1162,11 @@ TEST_CASE("fused planner: block_row_ahead copies the next row ahead where the cr
     s.gradient = gradient;
     return s;
   };
-  // GPT-2's vocabulary, 50257 bf16 logits: 6282 packs and edges; block_row
-  // holds the row in 832 threads x 8 packs at 64 registers, one block an
-  // SM. Each block copies its next row's 832 x 8 packs (104 KiB) ahead; the
-  // grid one wave of the 132 SMs.
-  FusedPlan p = plan_fused(h200, ce(DType::bf16, 8192, 50257));
+  // GPT-2's vocabulary, 50257 bf16 logits, the loss alone: 6282 packs and
+  // edges; block_row holds the row in 832 threads x 8 packs at 64
+  // registers, one block an SM. Each block copies its next row's 832 x 8
+  // packs (104 KiB) ahead; the grid one wave of the 132 SMs.
+  FusedPlan p = plan_fused(h200, ce(DType::bf16, 8192, 50257, false));
   INFO(p.why);
   CHECK(p.kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8,edges>");
   CHECK(p.launch.geometry.block == 832);
@@ -1175,31 +1174,42 @@ TEST_CASE("fused planner: block_row_ahead copies the next row ahead where the cr
   CHECK(p.launch.geometry.grid == 132);
   CHECK(p.why.find("one block an SM, so each block copies its next row into shared memory (104 KiB, cp.async)") !=
         std::string::npos);
-  // Rows of whole packs (float32 24000: 6000 packs, 768 threads), and the
-  // loss alone also in blocks of 1024 (float32 32000: 8000 packs).
-  CHECK(plan_fused(h200, ce(DType::f32, 8192, 24000)).kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
+  // Rows of whole packs (float32 24000: 6000 packs, 768 threads), and
+  // blocks of 1024 (float32 32000: 8000 packs).
+  CHECK(plan_fused(h200, ce(DType::f32, 8192, 24000, false)).kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
   CHECK(plan_fused(h200, ce(DType::bf16, 8192, 50256, false)).kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8>");
   p = plan_fused(h200, ce(DType::f32, 8192, 32000, false));
   CHECK(p.kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
   CHECK(p.launch.geometry.block == 1024);
-  // Not where: the gradient in blocks of 1024 (the SM's every warp; slower
-  // ahead), two blocks an SM hold the row (Llama 2's 32000 bf16: 4000
-  // packs in 512 threads), no more rows than blocks, DUET_FUSED_AHEAD=0,
-  // the backward, a device without cp.async (AMD).
-  CHECK(plan_fused(h200, ce(DType::f32, 8192, 32000)).kernel == "block_row<cross_entropy,f32,vec4,v8>");
-  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 32000)).kernel == "block_row<cross_entropy,bf16,vec8,v8>");
-  CHECK(plan_fused(h200, ce(DType::bf16, 132, 50257)).kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
-  PlanOptions off;
+  // The gradient written: block_row, unless forced (DUET_FUSED_AHEAD=always),
+  // on any device with cp.async.
+  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 50257)).kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(plan_fused(device_file("h100_sxm.json"), ce(DType::f32, 8192, 20001)).kernel ==
+        "block_row<cross_entropy,f32,vec4,v8,edges>");
+  PlanOptions forced;
+  forced.force_fused_ahead = true;
+  p = plan_fused(h200, ce(DType::bf16, 8192, 50257), forced);
+  CHECK(p.kernel == "block_row_ahead<cross_entropy,bf16,vec8,v8,edges>");
+  CHECK(p.launch.geometry.dynamic_smem == 832 * 8 * 16);
+  CHECK(plan_fused(h200, ce(DType::f32, 8192, 32000), forced).kernel == "block_row_ahead<cross_entropy,f32,vec4,v8>");
+  // Not where: two blocks an SM hold the row (Llama 2's 32000 bf16: 4000
+  // packs in 512 threads), no more rows than blocks, DUET_FUSED_AHEAD=0
+  // (forced or not), the backward, a device without cp.async (AMD).
+  CHECK(plan_fused(h200, ce(DType::bf16, 8192, 32000, false)).kernel == "block_row<cross_entropy,bf16,vec8,v8>");
+  CHECK(plan_fused(h200, ce(DType::bf16, 132, 50257, false)).kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
+  PlanOptions off = forced;
   off.fused_ahead = false;
-  p = plan_fused(h200, ce(DType::bf16, 8192, 50257), off);
+  p = plan_fused(h200, ce(DType::bf16, 8192, 50257, false), off);
   CHECK(p.kernel == "block_row<cross_entropy,bf16,vec8,v8,edges>");
   CHECK(p.launch.geometry.dynamic_smem == 0);
   CHECK(p.launch.geometry.grid == 8192);
   CHECK(plan_fused(h200, fused_shape(FusedOp::cross_entropy_backward, MaskKind::none, DType::bf16, 8192, 50257, true))
             .kernel.rfind("block_row<", 0) == 0);
-  CHECK(plan_fused(device_file("mi300x.json"), ce(DType::bf16, 8192, 50257)).kernel.rfind("block_row<", 0) == 0);
+  CHECK(plan_fused(device_file("mi300x.json"), ce(DType::bf16, 8192, 50257, false), forced).kernel.rfind("block_row<", 0) ==
+        0);
   // sm_80 has cp.async: the A100 takes it too.
-  CHECK(plan_fused(device_file("a100_sxm.json"), ce(DType::bf16, 8192, 50257)).kernel.rfind("block_row_ahead<", 0) == 0);
+  CHECK(plan_fused(device_file("a100_sxm.json"), ce(DType::bf16, 8192, 50257, false)).kernel.rfind("block_row_ahead<", 0) ==
+        0);
   // The catalogue's entries: the cross-entropy forward, each dtype, with
   // and without edges, at block_row's most packs a thread.
   int entries = 0;
@@ -1394,6 +1404,10 @@ TEST_CASE("plan options: every switch from its environment variable, malformed v
   CHECK(none.fused_ahead);
   CHECK(!with_env({{"DUET_FUSED_AHEAD", "0"}}).fused_ahead);
   CHECK(with_env({{"DUET_FUSED_AHEAD", "1"}}).fused_ahead);
+  CHECK(!none.force_fused_ahead);
+  CHECK(!with_env({{"DUET_FUSED_AHEAD", "1"}}).force_fused_ahead);
+  CHECK(with_env({{"DUET_FUSED_AHEAD", "always"}}).force_fused_ahead);
+  CHECK(with_env({{"DUET_FUSED_AHEAD", "always"}}).fused_ahead);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "0"}}).interleaved_stash == InterleavedStash::off);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "1"}}).interleaved_stash == InterleavedStash::past_registers);
   CHECK(with_env({{"DUET_INTERLEAVED_STASH", "always"}}).interleaved_stash == InterleavedStash::always);

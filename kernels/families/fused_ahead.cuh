@@ -1,8 +1,9 @@
 // fused_block_ahead_kernel: block_row's rows where one block an SM holds a
 // row in registers, with the block's next row copied ahead into shared
-// memory (the cross-entropy forward; planned where the device copies to
-// shared memory asynchronously, NVIDIA sm_80+; elsewhere each copy is a
-// load and a store, complete at once).
+// memory (the cross-entropy forward; planned for its loss alone, and with
+// the gradient where forced, where the device copies to shared memory
+// asynchronously, NVIDIA sm_80+; elsewhere each copy is a load and a
+// store, complete at once).
 //
 // block_row runs one row a block in registers. Where a row needs the
 // registers of a whole SM (a bf16 vocabulary of 50257 classes: 832

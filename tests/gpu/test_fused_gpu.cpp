@@ -684,6 +684,12 @@ TEST_CASE("fused cross-entropy forward: in place, strides, ignored rows, extreme
     extreme.extreme = true;
     extreme.reduction = Reduction::none;
     run_ce(dev, extreme);
+    // 16-bit rows: block_row holds their exponentials as float16 (HeldExp).
+    for (DType dt : {DType::bf16, DType::f16}) {
+      CeCase extreme16 = extreme;
+      extreme16.dtype = dt;
+      run_ce(dev, extreme16);
+    }
     for (Reduction red : {Reduction::none, Reduction::mean}) {
       CeCase invalid = strided;
       invalid.invalid = 2;
@@ -986,7 +992,8 @@ TEST_CASE("fused cluster_row: the cross-entropy forward over a cluster matches t
 
 // block_row_ahead (block_row's rows that hold one block an SM, the next row
 // copied into shared memory while this one is reduced and written) against
-// the double reference, where the planner takes it: rows on the pack grid
+// the double reference, forced (DUET_FUSED_AHEAD=always: the planner takes
+// it for the loss alone, these cases also write the gradient): rows on the pack grid
 // and off it (odd vocabularies, padded rows), blocks walking two or more
 // rows each, in place, the loss alone, int32 targets, every reduction,
 // label smoothing and z-loss, extreme logits, ignored and invalid rows.
@@ -1035,6 +1042,7 @@ TEST_CASE("fused block_row_ahead: the cross-entropy forward with the next row co
     for (const bool ahead : {true, false}) {
       PlanOptions o = restore.saved;
       o.fused_ahead = ahead;
+      o.force_fused_ahead = ahead;  // the gradient's rows too (planned for the loss alone)
       set_plan_options(o);
       const FusedPlan plan = plan_fused(dev.props(), shape, o);
       INFO(c.name(), ": ", plan.kernel, ": ", plan.why);

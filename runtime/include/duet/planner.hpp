@@ -65,6 +65,7 @@ namespace duet {
 // | DUET_FUSED_STASH=0 | fused_stash = off | the fused stream_row re-reads every chunk of a row from L2 |
 // | DUET_FUSED_STASH=always | fused_stash = always | the fused stream_row's stash also where it is filled through registers and L2 holds the rows between their passes |
 // | DUET_FUSED_AHEAD=0 | fused_ahead = false | the fused block_row where one block an SM holds a row, no next row copied ahead (no block_row_ahead) |
+// | DUET_FUSED_AHEAD=always | force_fused_ahead = true | block_row_ahead also where the cross-entropy writes its gradient |
 // | DUET_INTERLEAVED_STASH=0 | interleaved_stash = off | interleaved rows past registers in two passes, the second from L2 (no interleaved_smem) |
 // | DUET_INTERLEAVED_STASH=always | interleaved_stash = always | interleaved_smem also for rows registers hold |
 // | DUET_INTERLEAVED_STREAM=0 | allow_interleaved_stream = false | interleaved rows past a tile on chip in two passes of one block a tile (no interleaved_stream) |
@@ -133,8 +134,10 @@ struct PlanOptions {
   // shared memory between its passes (duet/fused_planner.hpp).
   FusedStash fused_stash = FusedStash::planned;
   // block_row_ahead where the fused block_row holds a row at one block an
-  // SM (duet/fused_planner.hpp).
+  // SM and writes nothing (the cross-entropy's loss alone); force: also
+  // where it writes the gradient (duet/fused_planner.hpp).
   bool fused_ahead = true;
+  bool force_fused_ahead = false;
   InterleavedStash interleaved_stash = InterleavedStash::past_registers;
   // interleaved_stream for interleaved rows on packs past a tile on chip
   // (else interleaved_rows' two passes, one block a tile).

@@ -14,7 +14,7 @@ namespace {
 
 using FusedKey =
     std::tuple<BackendKind, int, FusedOp, DType, std::int64_t, std::int64_t, bool, bool, MaskKind, bool, bool,
-               FusedStash, bool, bool, bool, int, int, bool>;
+               FusedStash, bool, bool, bool, int, int, bool, bool>;
 
 // Plans per device and shape. Rows are part of the key (a plan's grid is
 // for its rows), so a run of many shapes could grow the map without bound:
@@ -29,7 +29,7 @@ FusedLaunch cached_fused_launch(const Device& dev, const FusedShape& s) {
                      s.cols,        s.vector_ok,   s.row_edges, s.mask_kind, s.gradient,
                      s.in_place,    options.fused_stash, options.force_stream, options.allow_clusters,
                      options.prefer_clusters, options.min_cluster_blocks, options.max_cluster_blocks,
-                     options.fused_ahead};
+                     options.fused_ahead, options.force_fused_ahead};
   std::lock_guard<std::mutex> lock(g_fused_mutex);
   auto it = g_fused_plans.find(key);
   if (it != g_fused_plans.end()) return it->second;

@@ -273,12 +273,14 @@ FusedPlan plan_fused(const DeviceProps& dev, const FusedShape& s, const PlanOpti
       // its next row into shared memory meanwhile (cp.async: the copies
       // need no registers), the grid one wave walking the rows. The
       // catalogue's entries: the cross-entropy forward at block_row's most
-      // packs a thread. The loss alone (nothing written) gained 0.04-0.09
-      // of copy on the H200; with the gradient, blocks of fewer than 1024
-      // threads gained 0.01-0.015 and a block of 1024 (float32 32000, the
-      // SM's every warp already) lost 0.02 (bench/NOTES.md v114).
+      // packs a thread. Planned for the loss alone (nothing written), which
+      // gained 0.03-0.09 of copy on the H100 and the H200; where the
+      // gradient is written it lost 0.04-0.045 on the H100 (bf16 50257,
+      // f32 20001) and gained 0.01-0.015 on the H200 in blocks of fewer
+      // than 1024 threads, so it runs there only when forced
+      // (force_fused_ahead: bench/NOTES.md v114, v116).
       const std::int64_t ahead_bytes = std::int64_t(threads) * v.vpt * fused_item_bytes(s.op, mask, s.dtype);
-      const bool ahead_gains = !s.gradient || threads < kFusedBlockMaxThreads;
+      const bool ahead_gains = !s.gradient || options.force_fused_ahead;
       if (options.fused_ahead && best_per_sm == 1 && stash_bytes == 0 && s.op == FusedOp::cross_entropy && vec > 1 &&
           ahead_gains &&
           v.vpt == kFusedAheadVpt && detail::copies_to_shared_async(dev) && s.rows > std::max(dev.sm_count, 1) &&

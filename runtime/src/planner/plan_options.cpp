@@ -82,7 +82,9 @@ PlanOptions plan_options_from_environment() {
   o.fused_stash = fused_stash == "0"        ? FusedStash::off
                   : fused_stash == "always" ? FusedStash::always
                                             : FusedStash::planned;
-  o.fused_ahead = one_of("DUET_FUSED_AHEAD", {"0", "1"}) != "0";
+  const std::string ahead = one_of("DUET_FUSED_AHEAD", {"0", "1", "always"});
+  o.fused_ahead = ahead != "0";
+  o.force_fused_ahead = ahead == "always";
   const std::string interleaved_stash = one_of("DUET_INTERLEAVED_STASH", {"0", "1", "always"});
   o.interleaved_stash = interleaved_stash == "0"        ? InterleavedStash::off
                         : interleaved_stash == "always" ? InterleavedStash::always
