@@ -684,7 +684,8 @@ TEST_CASE("fused cross-entropy forward: in place, strides, ignored rows, extreme
     extreme.extreme = true;
     extreme.reduction = Reduction::none;
     run_ce(dev, extreme);
-    // 16-bit rows: block_row holds their exponentials as float16 (HeldExp).
+    // The same extreme rows in 16-bit logits (huge, half -inf, one dominant,
+    // NaN), on every plan class of these vocabularies.
     for (DType dt : {DType::bf16, DType::f16}) {
       CeCase extreme16 = extreme;
       extreme16.dtype = dt;

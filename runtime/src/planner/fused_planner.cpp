@@ -13,8 +13,9 @@
 //                            resident an SM; a mask tensor's widest entry
 //                            keeps the row's mask packs in shared memory
 //                            (NVIDIA sm_80+: cp.async), its x in registers;
-//                            block_row_ahead where the cross-entropy row
-//                            holds one block an SM (NVIDIA sm_80+): the
+//                            block_row_ahead where the cross-entropy's
+//                            loss alone holds one block an SM (NVIDIA
+//                            sm_80+; the gradient's rows when forced): the
 //                            block's next row copied into shared memory
 //                            while it reduces and writes this one
 //   longer                   stream_row: one block a row at a time (1024
