@@ -227,7 +227,13 @@ inline constexpr int kEdgesMinGroup = 4;
 // backward N = 17: 0.99 against 1.00, 65: 0.77 against 1.00; bench/NOTES.md,
 // v35): a thread a row reads its row from shared memory serially.
 inline constexpr int kFlatRowsBlock = 128;
+// flat_rows' tiles of each tensor a block: it works one while the next
+// one's copies land (bench/NOTES.md v118).
+inline constexpr int kFlatRowsTiles = 2;
 constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
+// The longest row flat_rows takes: its whole packs and up to vec - 1
+// elements of edges (the kernel has an instance for each length up to it).
+constexpr int flat_rows_max_cols(int vec, bool backward) { return (flat_rows_max_packs(backward) + 1) * vec - 1; }
 // interleaved_rows: a lane holds VEC neighbouring rows, a pack of
 // kInterleavedPack elements where every tensor sits on packs (16 bytes of
 // f32, 8 of 16-bit types: a lane's running state is per row, and lanes of
@@ -388,7 +394,9 @@ inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
 // interleaved_rows: the same, then the constant that picks its kernel's
 // register bounds (kernels/families/interleaved_rows.cuh).
 inline constexpr std::array<P, 6> kPackVptBounds{P::vec, P::vpt, P::backward, P::constant};
-inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward};
+// flat_rows: the pack, its block (a constant), the direction, then its
+// longest row (flat_rows_max_cols of the two before).
+inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward, P::constant};
 inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 

@@ -141,12 +141,14 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
   CHECK(variant_name(plan(33, DType::bf16, false, true, false, false).kernel) == "group_rows<bf16,vec8,g4,v1,r2,edges>");
   // Back to back, short rows off the grid move through shared memory as one
   // run of packs a tile: 128 rows of 33 bf16, 529 packs of 16 bytes at most,
-  // 5 a thread (10 240 bytes); backward holds y and dy (31 bf16: 4 a thread).
+  // 5 a thread (10 240 bytes), two tiles (the next one in flight); backward
+  // holds y and dy (31 bf16: 4 a thread).
   p = plan(33, DType::bf16, false, true, false);
   CHECK(variant_name(p.kernel) == "flat_rows<bf16,vec8,v0,edges>");
   CHECK(p.rows_per_block == kFlatRowsBlock);
-  CHECK(p.launch.dynamic_smem_bytes == 5 * 128 * 16);
-  CHECK(plan(31, DType::bf16, true, true, false).launch.dynamic_smem_bytes == 2 * 4 * 128 * 16);
+  CHECK(p.launch.dynamic_smem_bytes == 2 * 5 * 128 * 16);
+  CHECK(p.why.find("(20480 B: 2 a tensor") != std::string::npos);
+  CHECK(plan(31, DType::bf16, true, true, false).launch.dynamic_smem_bytes == 2 * 2 * 4 * 128 * 16);
   CHECK(p.geometry.grid == 4096 / 128);
   CHECK(plan(3, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
   // Up to 4 whole packs forward, 3 backward; never for rows on the grid.

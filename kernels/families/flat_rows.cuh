@@ -10,9 +10,10 @@
 // tile from shared memory, its results written back in place, and the tile
 // leaves as packs again.
 // Grid: blocks of ROWS threads, one tile each, up to the planner's waves;
-// dynamic shared memory: a tile of each tensor read, from the pack boundary
-// before its first element (runtime/src/planner/planner.cpp: smem_vecs packs a
-// thread); no workspace.
+// dynamic shared memory: two tiles of each tensor read (the next one's
+// copies in flight while this one is worked), each from the pack boundary
+// before its first element (runtime/src/planner/planner.cpp: smem_vecs packs
+// a thread); no workspace.
 #pragma once
 
 #include "common/family_kernels.cuh"
@@ -59,6 +60,35 @@ __device__ __forceinline__ void flat_load(const T* base, int phase, std::int64_t
   }
 }
 
+// Elements [e0, e1) of a flat tensor of `total` elements into a tile as
+// flat_load puts them, as copies still in flight where the device has
+// cp.async (shared_copies_wait covers them): whole packs, the packs at the
+// tile's ends too, whose elements of the neighbouring tiles are copied and
+// never read; element by element only a pack reaching outside the tensor
+// (its first and last). Elsewhere flat_load, complete on return.
+template <class T, int PACK, int ROWS>
+__device__ __forceinline__ void flat_fetch(const T* base, int phase, std::int64_t e0, std::int64_t e1,
+                                           std::int64_t total, T* tile) {
+#if DUET_DEVICE_CP_ASYNC
+  using P = Pack<T, PACK>;
+  const std::int64_t a0 = (e0 + phase) / PACK;
+  const std::int64_t a1 = (e1 + phase + PACK - 1) / PACK;
+  const P* packs = reinterpret_cast<const P*>(base - phase);
+  for (std::int64_t p = a0 + threadIdx.x; p < a1; p += ROWS) {
+    const std::int64_t first = p * PACK - phase;
+    P* slot = reinterpret_cast<P*>(tile) + (p - a0);
+    if (first >= 0 && first + PACK <= total) {
+      copy_to_shared(slot, packs + p);
+    } else {
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) slot->v[e] = first + e >= e0 && first + e < e1 ? base[first + e] : T{};
+    }
+  }
+#else
+  flat_load<T, PACK, ROWS>(base, phase, e0, e1, tile);
+#endif
+}
+
 // The same tile back out to a flat tensor with the same phase.
 template <class T, int PACK, int ROWS>
 __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, std::int64_t e1, const T* tile) {
@@ -79,33 +109,65 @@ __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, 
   }
 }
 
-// Thread t's row of the tile (`cols` elements from xr, dy's from gr) worked
-// in place in shared memory, softmax or log_softmax fixed at compile time: a
-// run-time choice had each element compute both outputs and select, and
-// every row take both logf and the division (bench/NOTES.md v110). A row
-// is short (planner.cpp: flat_rows_max_packs), so its indices are 32-bit.
-template <class T, bool BACKWARD, int LOG>
-__device__ __forceinline__ void flat_row(T* xr, const T* gr, int cols) {
+// One element of the tile, read again on each of its row's passes:
+// volatile, so the compiler keeps no row in registers between passes (a
+// row of 39 held there took 96-105 registers and 5 or 4 blocks an SM, and
+// ran slower than reading it on each pass; bench/NOTES.md v117).
+template <class T>
+__device__ __forceinline__ float tile_value(const T* p) {
+  if constexpr (sizeof(T) == 2)
+    return to_float(T{*reinterpret_cast<const volatile unsigned short*>(p)});
+  else
+    return *reinterpret_cast<const volatile float*>(p);
+}
+
+// Thread t's row of the tile (COLS elements from xr, dy's from gr) worked
+// in place in shared memory, its length and softmax or log_softmax fixed at
+// compile time, so each pass is straight-line code with constant offsets:
+// run-time loops over the row cost several times the work (their trip
+// counts, remainders and indices; bench/NOTES.md v110, v117), and v61's
+// loops to the longest row, predicated off past cols, issued the longest
+// row's work for every row.
+template <class T, bool BACKWARD, int LOG, int COLS>
+__device__ __forceinline__ void flat_row(T* xr, const T* gr) {
   if constexpr (BACKWARD) {
     float s = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < cols; ++i) s += backward_term(to_float(xr[i]), to_float(gr[i]), LOG);
-#pragma unroll 4
-    for (int i = 0; i < cols; ++i) xr[i] = from_float<T>(backward_value(to_float(xr[i]), to_float(gr[i]), s, LOG));
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) s += backward_term(tile_value(xr + i), tile_value(gr + i), LOG);
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) xr[i] = from_float<T>(backward_value(tile_value(xr + i), tile_value(gr + i), s, LOG));
   } else {
     float m = kNegInf;
-#pragma unroll 4
-    for (int i = 0; i < cols; ++i) m = fmaxf(m, to_float(xr[i]));
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) m = fmaxf(m, tile_value(xr + i));
     float s = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < cols; ++i) s += exp_shifted(to_float(xr[i]), m);
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) s += exp_shifted(tile_value(xr + i), m);
     const float scale = LOG ? logf(s) : 1.0f / s;
-#pragma unroll 4
-    for (int i = 0; i < cols; ++i) xr[i] = from_float<T>(forward_value(to_float(xr[i]), m, scale, scale, LOG));
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) xr[i] = from_float<T>(forward_value(tile_value(xr + i), m, scale, scale, LOG));
   }
 }
 
-template <class T, int PACK, int ROWS, bool BACKWARD>
+// The row of `cols` elements, cols in [LO, HI], to the instance of its
+// length: a binary search of uniform branches (about log2(HI) compares a
+// row).
+template <class T, bool BACKWARD, int LOG, int LO, int HI>
+__device__ __forceinline__ void flat_row_of(T* xr, const T* gr, int cols) {
+  if constexpr (LO == HI) {
+    flat_row<T, BACKWARD, LOG, LO>(xr, gr);
+  } else {
+    constexpr int MID = (LO + HI) / 2;
+    if (cols <= MID)
+      flat_row_of<T, BACKWARD, LOG, LO, MID>(xr, gr, cols);
+    else
+      flat_row_of<T, BACKWARD, LOG, MID + 1, HI>(xr, gr, cols);
+  }
+}
+
+// MAX_COLS: the longest row it takes (flat_rows_max_cols; the launch
+// refuses longer ones).
+template <class T, int PACK, int ROWS, bool BACKWARD, int MAX_COLS>
 __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
   const std::int64_t cols = a.cols;
@@ -115,31 +177,48 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   // A tile of each tensor: ROWS x cols elements plus up to PACK - 1 before
   // the first, in whole packs.
   const std::int64_t tile_packs = (std::int64_t(ROWS) * cols + 2 * (PACK - 1)) / PACK;
-  T* x_tile = reinterpret_cast<T*>(dynamic_smem);
-  T* g_tile = x_tile + tile_packs * PACK;
-  for (std::int64_t row0 = std::int64_t(blockIdx.x) * ROWS; row0 < a.rows; row0 += std::int64_t(gridDim.x) * ROWS) {
+  // kFlatRowsTiles (2) tiles of x, then as many of dy: the block works one
+  // while the next one's copies are in flight.
+  T* const tiles = reinterpret_cast<T*>(dynamic_smem);
+  const auto x_tile = [&](int b) { return tiles + b * tile_packs * PACK; };
+  const auto g_tile = [&](int b) { return tiles + (kFlatRowsTiles + b) * tile_packs * PACK; };
+  const std::int64_t total = a.rows * cols;
+  const std::int64_t step = std::int64_t(gridDim.x) * ROWS;
+  const auto fetch = [&](std::int64_t row0, int b) {
+    const std::int64_t e0 = row0 * cols, e1 = (row0 + ROWS < a.rows ? row0 + ROWS : a.rows) * cols;
+    flat_fetch<T, PACK, ROWS>(static_cast<const T*>(a.x), phase, e0, e1, total, x_tile(b));
+    if constexpr (BACKWARD) flat_fetch<T, PACK, ROWS>(static_cast<const T*>(a.dy), phase, e0, e1, total, g_tile(b));
+  };
+  std::int64_t row0 = std::int64_t(blockIdx.x) * ROWS;
+  if (row0 < a.rows) fetch(row0, 0);
+  shared_copies_commit();
+  for (int b = 0; row0 < a.rows; row0 += step, b ^= 1) {
+    // The next tile's copies go to the other tile, read out before the
+    // last barrier; then this tile's (the group before them) are waited for.
+    if (row0 + step < a.rows) fetch(row0 + step, b ^ 1);
+    shared_copies_commit();
+    shared_copies_wait<1>();
+    __syncthreads();
     const std::int64_t rows = a.rows - row0 < ROWS ? a.rows - row0 : ROWS;
     const std::int64_t e0 = row0 * cols, e1 = (row0 + rows) * cols;
-    flat_load<T, PACK, ROWS>(static_cast<const T*>(a.x), phase, e0, e1, x_tile);
-    if constexpr (BACKWARD) flat_load<T, PACK, ROWS>(static_cast<const T*>(a.dy), phase, e0, e1, g_tile);
-    __syncthreads();
     if (threadIdx.x < rows) {
       // Row t of the tile, from the element e0 + t cols (the tile starts at
       // the pack boundary (e0 + phase) % PACK elements before e0).
       const int at = static_cast<int>((e0 + phase) % PACK) + static_cast<int>(threadIdx.x) * static_cast<int>(cols);
       if (a.log)
-        flat_row<T, BACKWARD, 1>(x_tile + at, g_tile + at, static_cast<int>(cols));
+        flat_row_of<T, BACKWARD, 1, 1, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
       else
-        flat_row<T, BACKWARD, 0>(x_tile + at, g_tile + at, static_cast<int>(cols));
+        flat_row_of<T, BACKWARD, 0, 1, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
     }
     __syncthreads();
-    flat_store<T, PACK, ROWS>(static_cast<T*>(a.out), phase, e0, e1, x_tile);
-    __syncthreads();  // the tile is read out before the next is loaded
+    flat_store<T, PACK, ROWS>(static_cast<T*>(a.out), phase, e0, e1, x_tile(b));
+    __syncthreads();  // the tile is read out before the copies after next land in it
   }
 }
 
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::flat_rows, I> = {
-    &flat_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kFlatRowsBlock, kEntry<I>.backward>};
+    &flat_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kFlatRowsBlock, kEntry<I>.backward,
+                      flat_rows_max_cols(kEntry<I>.vec, kEntry<I>.backward)>};
 
 }  // namespace duet::DUET_NS::kernels

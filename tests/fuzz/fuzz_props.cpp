@@ -274,11 +274,12 @@ void check_plan(const DeviceProps& d, const SoftmaxShape& s, const Plan& p,
     FUZZ_CHECK(__int128(p.kernel.group) * p.kernel.vpt * p.kernel.vec >= cols, ctx);
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.kernel.strategy == Strategy::flat_rows) {
-    // A tile of a block's rows (a thread each), from the pack boundary
-    // before its first element, in shared memory for each tensor read.
+    // kFlatRowsTiles tiles of a block's rows (a thread each), each from the
+    // pack boundary before its first element, in shared memory for each
+    // tensor read.
     FUZZ_CHECK(p.rows_per_block == p.launch.threads_per_block && s.dense_rows && v.edges, ctx);
     const __int128 tile_bytes = (__int128(p.rows_per_block) * s.cols + 2 * (v.vec - 1)) / v.vec * 16;
-    FUZZ_CHECK(__int128(p.launch.dynamic_smem_bytes) >= tile_bytes * (s.backward ? 2 : 1), ctx);
+    FUZZ_CHECK(__int128(p.launch.dynamic_smem_bytes) >= tile_bytes * duet::kFlatRowsTiles * (s.backward ? 2 : 1), ctx);
     work = (__int128(s.rows) + p.rows_per_block - 1) / p.rows_per_block;
   } else if (p.chunks_per_row > 0) {
     // Chunked rows (split_row, split_stream, cluster_row): enough chunks,

@@ -219,6 +219,51 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, every family, 
         }
 }
 
+TEST_CASE("flat_rows: every row length it takes, each its own compiled instance") {
+  // The kernel has an instance for each row length up to its longest
+  // (kernels/families/flat_rows.cuh): each is run, with the tile's first
+  // row off the pack (misaligned by 0 and 3 elements) and a last tile that
+  // is partly empty, against the float64 reference; and the row one past
+  // the longest goes to another family.
+  const Device dev = duet::testing::first_gpu();
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (bool bwd : {false, true}) {
+      const int longest = (bwd ? 4 : 5) * dtype_vec16(dt) - 1;
+      for (Op op : {Op::softmax, Op::log_softmax})
+        for (std::int64_t misalign : {0, 3})
+          for (std::int64_t cols = 1; cols <= longest + 1; ++cols) {
+            Case c;
+            c.dtype = dt;
+            c.backward = bwd;
+            c.op = op;
+            c.cols = cols;
+            c.rows = 300;  // two full tiles of 128 and one of 44
+            c.misalign = misalign;
+            const auto o = run_case(dev, c);
+            const bool off_grid = cols % dtype_vec16(dt) != 0 || misalign != 0;
+            INFO(c.name(), " misaligned by ", misalign, " via ", o.variant);
+            expect_ok(c, o);
+            CHECK((o.variant.find("flat_rows") != std::string::npos) == (off_grid && cols <= longest));
+          }
+      // Many more rows than a wave of blocks holds: each block works its
+      // tiles in turn, the next one's copies landing in the other tile, and
+      // the tensor's last tile is partly empty.
+      for (std::int64_t cols : {std::int64_t(9), std::int64_t(longest)}) {
+        Case c;
+        c.dtype = dt;
+        c.backward = bwd;
+        c.op = cols % 2 ? Op::softmax : Op::log_softmax;
+        c.cols = cols;
+        c.rows = 400001;
+        c.misalign = 1;
+        const auto o = run_case(dev, c);
+        INFO(c.name(), " via ", o.variant);
+        expect_ok(c, o);
+        CHECK(o.variant.find("flat_rows") != std::string::npos);
+      }
+    }
+}
+
 TEST_CASE("inf, -inf and NaN propagate as in torch") {
   const Device dev = duet::testing::first_gpu();
   // Odd lengths too: their first and last elements (row 3's NaN, row 2's

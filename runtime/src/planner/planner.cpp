@@ -725,18 +725,20 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
 
   Plan plan;
   bool planned = false;
-  if (edges && s.dense_rows && nv <= flat_rows_max_packs(s.backward) && !s.options.force_split && !s.options.force_stream) {
-    // flat_rows: a tile of kFlatRowsBlock rows of each tensor read, from the
-    // pack boundary before its first element, in shared memory.
+  if (edges && s.dense_rows && s.cols <= flat_rows_max_cols(vec, s.backward) && !s.options.force_split && !s.options.force_stream) {
+    // flat_rows: kFlatRowsTiles tiles of kFlatRowsBlock rows of each tensor
+    // read, each from the pack boundary before its first element, in shared
+    // memory.
     const std::int64_t tile_packs = (std::int64_t(kFlatRowsBlock) * s.cols + 2 * (vec - 1)) / vec;
-    const int smem_vecs = static_cast<int>(ceil_div(tile_packs, kFlatRowsBlock));
+    const int smem_vecs = kFlatRowsTiles * static_cast<int>(ceil_div(tile_packs, kFlatRowsBlock));
     plan = make_plan(dev, s, variant(Strategy::flat_rows, 0, 0), kFlatRowsBlock, smem_vecs, attributes);
     planned = plan.exact.blocks_per_sm >= 1 &&
               (!dev.is_gpu() ||
                plan.launch.dynamic_smem_bytes + plan.attributes.static_smem_bytes <= dev.smem_per_block_optin);
     plan.why = "rows of " + std::to_string(s.cols) + " elements off the pack grid, back to back: tiles of " +
                std::to_string(kFlatRowsBlock) + " rows through shared memory (" +
-               std::to_string(plan.launch.dynamic_smem_bytes) + " B), a thread a row";
+               std::to_string(plan.launch.dynamic_smem_bytes) + " B: " + std::to_string(kFlatRowsTiles) +
+               " a tensor, the next one's copies in flight under this one's work), a thread a row";
   }
   if (!planned && nv <= 256) {
     // group_rows: at least 8 threads a row (whole 128-byte lines a load; the
