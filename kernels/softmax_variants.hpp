@@ -219,18 +219,17 @@ enum class Path : int { vector = 0, vector_edges = 1, scalar = 2 };
 // elements in four slots at most. Fewer lanes a row than the rows of whole
 // packs get would halve the rows a warp takes at short rows.
 inline constexpr int kEdgesMinGroup = 4;
-// flat_rows: rows a block (one a thread). Rows of at most 4 whole packs
-// take it forward, at most 3 backward (where their tensors' rows lie back
-// to back): on the H100 it led group_rows with edges up to there (bf16 N =
-// 9 / 17 / 33 forward: 0.56 / 0.66 / 0.78 of copy against 0.22 / 0.41 /
-// 0.63) and trailed it past (bf16 N = 65 forward: 0.75 against 0.82; f32
-// backward N = 17: 0.99 against 1.00, 65: 0.77 against 1.00; bench/NOTES.md,
-// v35): a thread a row reads its row from shared memory serially.
+// flat_rows: rows a block (one a thread). Rows of at most 6 whole packs
+// take it, in both directions, where their tensors' rows lie back to back:
+// up to there it leads group_rows with edges on the H100 (by up to 0.36 of
+// copy at bf16 N = 41) or trails it by under 0.01 (f32 N = 27); its
+// compiled instances, one a length (kernels/families/flat_rows.cuh), stop
+// there (bench/NOTES.md v119).
 inline constexpr int kFlatRowsBlock = 128;
 // flat_rows' tiles of each tensor a block: it works one while the next
 // one's copies land (bench/NOTES.md v118).
 inline constexpr int kFlatRowsTiles = 2;
-constexpr int flat_rows_max_packs(bool backward) { return backward ? 3 : 4; }
+constexpr int flat_rows_max_packs(bool /*backward*/) { return 6; }
 // The longest row flat_rows takes: its whole packs and up to vec - 1
 // elements of edges (the kernel has an instance for each length up to it).
 constexpr int flat_rows_max_cols(int vec, bool backward) { return (flat_rows_max_packs(backward) + 1) * vec - 1; }

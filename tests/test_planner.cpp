@@ -151,11 +151,13 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
   CHECK(plan(31, DType::bf16, true, true, false).launch.dynamic_smem_bytes == 2 * 2 * 4 * 128 * 16);
   CHECK(p.geometry.grid == 4096 / 128);
   CHECK(plan(3, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
-  // Up to 4 whole packs forward, 3 backward; never for rows on the grid.
-  CHECK(plan(39, DType::bf16, false, true, false).kernel.strategy == Strategy::flat_rows);
-  CHECK(plan(41, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
-  CHECK(plan(31, DType::bf16, true, true, false).kernel.strategy == Strategy::flat_rows);
-  CHECK(plan(33, DType::bf16, true, true, false).kernel.strategy == Strategy::group_rows);
+  // Up to 6 whole packs in both directions; never for rows on the grid.
+  CHECK(plan(55, DType::bf16, false, true, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(plan(57, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
+  CHECK(plan(55, DType::bf16, true, true, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(plan(57, DType::bf16, true, true, false).kernel.strategy == Strategy::group_rows);
+  CHECK(plan(27, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(plan(29, DType::f32, true, true, false).kernel.strategy == Strategy::group_rows);
   CHECK(plan(32, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
   // Whole packs from a pack boundary: no edges; off a boundary: edges.
   CHECK(!plan(4096, DType::bf16, false, true, false).kernel.edges);

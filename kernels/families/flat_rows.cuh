@@ -27,16 +27,33 @@ namespace duet::DUET_NS::kernels {
 // flight.
 inline constexpr int kFlatLoadsInFlight = 4;
 
+// The packs [first, end) of a flat tensor (its first pack `phase` elements
+// before its base) that cover its elements [e0, e1).
+struct PackSpan {
+  std::int64_t first, end;
+};
+template <int PACK>
+__device__ __forceinline__ PackSpan packs_covering(int phase, std::int64_t e0, std::int64_t e1) {
+  return {(e0 + phase) / PACK, (e1 + phase + PACK - 1) / PACK};
+}
+
+// A pack read element by element, `first` the element in its first slot:
+// its elements in [e0, e1), zeros in its other slots (never read).
+template <class T, int PACK>
+__device__ __forceinline__ void load_pack_elements(Pack<T, PACK>& out, const T* base, std::int64_t first,
+                                                   std::int64_t e0, std::int64_t e1) {
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) out.v[e] = first + e >= e0 && first + e < e1 ? base[first + e] : T{};
+}
+
 // Elements [e0, e1) of a flat tensor at base (first pack at `phase`
 // elements before base) into shared memory from the pack holding e0: whole
-// packs as one access, the first and last element by element (their other
-// slots hold zeros, never read).
+// packs as one access, the first and last element by element.
 template <class T, int PACK, int ROWS>
 __device__ __forceinline__ void flat_load(const T* base, int phase, std::int64_t e0, std::int64_t e1, T* tile) {
   using P = Pack<T, PACK>;
   constexpr int K = kFlatLoadsInFlight;
-  const std::int64_t a0 = (e0 + phase) / PACK;             // first pack (from the aligned base)
-  const std::int64_t a1 = (e1 + phase + PACK - 1) / PACK;  // one past the last
+  const auto [a0, a1] = packs_covering<PACK>(phase, e0, e1);
   const P* packs = reinterpret_cast<const P*>(base - phase);
   for (std::int64_t p0 = a0 + threadIdx.x; p0 < a1; p0 += std::int64_t(K) * ROWS) {
     P v[K];
@@ -45,12 +62,10 @@ __device__ __forceinline__ void flat_load(const T* base, int phase, std::int64_t
       const std::int64_t p = p0 + std::int64_t(k) * ROWS;
       const std::int64_t first = p * PACK - phase;  // element of the pack's first slot
       if (p >= a1) continue;
-      if (first >= e0 && first + PACK <= e1) {
+      if (first >= e0 && first + PACK <= e1)
         v[k] = packs[p];
-      } else {
-#pragma unroll
-        for (int e = 0; e < PACK; ++e) v[k].v[e] = first + e >= e0 && first + e < e1 ? base[first + e] : T{};
-      }
+      else
+        load_pack_elements(v[k], base, first, e0, e1);
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -71,18 +86,15 @@ __device__ __forceinline__ void flat_fetch(const T* base, int phase, std::int64_
                                            std::int64_t total, T* tile) {
 #if DUET_DEVICE_CP_ASYNC
   using P = Pack<T, PACK>;
-  const std::int64_t a0 = (e0 + phase) / PACK;
-  const std::int64_t a1 = (e1 + phase + PACK - 1) / PACK;
+  const auto [a0, a1] = packs_covering<PACK>(phase, e0, e1);
   const P* packs = reinterpret_cast<const P*>(base - phase);
   for (std::int64_t p = a0 + threadIdx.x; p < a1; p += ROWS) {
     const std::int64_t first = p * PACK - phase;
     P* slot = reinterpret_cast<P*>(tile) + (p - a0);
-    if (first >= 0 && first + PACK <= total) {
+    if (first >= 0 && first + PACK <= total)
       copy_to_shared(slot, packs + p);
-    } else {
-#pragma unroll
-      for (int e = 0; e < PACK; ++e) slot->v[e] = first + e >= e0 && first + e < e1 ? base[first + e] : T{};
-    }
+    else
+      load_pack_elements(*slot, base, first, e0, e1);
   }
 #else
   flat_load<T, PACK, ROWS>(base, phase, e0, e1, tile);
@@ -93,8 +105,7 @@ __device__ __forceinline__ void flat_fetch(const T* base, int phase, std::int64_
 template <class T, int PACK, int ROWS>
 __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, std::int64_t e1, const T* tile) {
   using P = Pack<T, PACK>;
-  const std::int64_t a0 = (e0 + phase) / PACK;
-  const std::int64_t a1 = (e1 + phase + PACK - 1) / PACK;
+  const auto [a0, a1] = packs_covering<PACK>(phase, e0, e1);
   P* packs = reinterpret_cast<P*>(base - phase);
   for (std::int64_t p = a0 + threadIdx.x; p < a1; p += ROWS) {
     const std::int64_t first = p * PACK - phase;
@@ -109,23 +120,44 @@ __device__ __forceinline__ void flat_store(T* base, int phase, std::int64_t e0, 
   }
 }
 
-// One element of the tile, read again on each of its row's passes:
-// volatile, so the compiler keeps no row in registers between passes (a
-// row of 39 held there took 96-105 registers and 5 or 4 blocks an SM, and
-// ran slower than reading it on each pass; bench/NOTES.md v117).
+// One element of the tile, read again on each of its row's passes, so that
+// no row stays in registers between passes (a row of 39 held there took
+// 96-105 registers and 5 or 4 blocks an SM, and ran slower than reading it
+// on each pass; bench/NOTES.md v117). nvcc: a volatile read. AMD: a plain
+// read, kept to its pass by pass_fence and chunk_fence, because hipcc
+// makes a volatile read through this generic pointer a flat load that
+// waits for itself, its 64-bit address in two VGPRs (rows of 55 16-bit
+// elements took 256 VGPRs and scratch), where a plain one is an LDS read
+// at a constant offset.
 template <class T>
 __device__ __forceinline__ float tile_value(const T* p) {
+#if defined(DUET_VENDOR_HIP)
+  return to_float(*p);
+#else
   if constexpr (sizeof(T) == 2)
     return to_float(T{*reinterpret_cast<const volatile unsigned short*>(p)});
   else
     return *reinterpret_cast<const volatile float*>(p);
+#endif
 }
 
-// Between a row's passes: no memory access moves across it, so a pass's
-// reads are not issued before the previous pass's reads. hipcc's scheduler
-// otherwise issued both passes' reads at once (256 VGPRs and scratch in the
-// f16 backward on gfx1030); nvcc's cubin is the same with and without it.
+// Between a row's passes: no memory access moves across it, so each pass
+// reads its row again, after the previous pass's reads (on AMD, where
+// tile_value is a plain read, hipcc would otherwise keep the row in
+// registers from one pass to the next). nvcc's cubin is the same with and
+// without it.
 __device__ __forceinline__ void pass_fence() { asm volatile("" ::: "memory"); }
+
+// Within a pass on AMD, after every 8th element i (a constant once the
+// pass's loop is unrolled): the pass's running value `acc` is complete up
+// to here and no read moves across, so hipcc holds 8 of a row's elements
+// at a time, not the whole pass (f16 backward rows of 55: 231 VGPRs
+// without). nvcc keeps its own schedule.
+__device__ __forceinline__ void chunk_fence([[maybe_unused]] int i, [[maybe_unused]] float& acc) {
+#if defined(DUET_VENDOR_HIP)
+  if (i % 8 == 7) asm volatile("" : "+v"(acc)::"memory");
+#endif
+}
 
 // Thread t's row of the tile (COLS elements from xr, dy's from gr) worked
 // in place in shared memory, its length and softmax or log_softmax fixed at
@@ -139,22 +171,37 @@ __device__ __forceinline__ void flat_row(T* xr, const T* gr) {
   if constexpr (BACKWARD) {
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) s += backward_term(tile_value(xr + i), tile_value(gr + i), LOG);
+    for (int i = 0; i < COLS; ++i) {
+      s += backward_term(tile_value(xr + i), tile_value(gr + i), LOG);
+      chunk_fence(i, s);
+    }
     pass_fence();
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) xr[i] = from_float<T>(backward_value(tile_value(xr + i), tile_value(gr + i), s, LOG));
+    for (int i = 0; i < COLS; ++i) {
+      xr[i] = from_float<T>(backward_value(tile_value(xr + i), tile_value(gr + i), s, LOG));
+      chunk_fence(i, s);
+    }
   } else {
     float m = kNegInf;
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) m = fmaxf(m, tile_value(xr + i));
+    for (int i = 0; i < COLS; ++i) {
+      m = fmaxf(m, tile_value(xr + i));
+      chunk_fence(i, m);
+    }
     pass_fence();
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) s += exp_shifted(tile_value(xr + i), m);
+    for (int i = 0; i < COLS; ++i) {
+      s += exp_shifted(tile_value(xr + i), m);
+      chunk_fence(i, s);
+    }
     pass_fence();
-    const float scale = LOG ? logf(s) : 1.0f / s;
+    float scale = LOG ? logf(s) : 1.0f / s;
 #pragma unroll
-    for (int i = 0; i < COLS; ++i) xr[i] = from_float<T>(forward_value(tile_value(xr + i), m, scale, scale, LOG));
+    for (int i = 0; i < COLS; ++i) {
+      xr[i] = from_float<T>(forward_value(tile_value(xr + i), m, scale, scale, LOG));
+      chunk_fence(i, scale);
+    }
   }
 }
 
