@@ -229,10 +229,10 @@ inline constexpr int kFlatRowsBlock = 128;
 // flat_rows' tiles of each tensor a block: it works one while the next
 // one's copies land (bench/NOTES.md v118).
 inline constexpr int kFlatRowsTiles = 2;
-constexpr int flat_rows_max_packs(bool /*backward*/) { return 6; }
+inline constexpr int kFlatRowsMaxPacks = 6;
 // The longest row flat_rows takes: its whole packs and up to vec - 1
 // elements of edges (the kernel has an instance for each length up to it).
-constexpr int flat_rows_max_cols(int vec, bool backward) { return (flat_rows_max_packs(backward) + 1) * vec - 1; }
+constexpr int flat_rows_max_cols(int vec) { return (kFlatRowsMaxPacks + 1) * vec - 1; }
 // interleaved_rows: a lane holds VEC neighbouring rows, a pack of
 // kInterleavedPack elements where every tensor sits on packs (16 bytes of
 // f32, 8 of 16-bit types: a lane's running state is per row, and lanes of
@@ -394,7 +394,7 @@ inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
 // register bounds (kernels/families/interleaved_rows.cuh).
 inline constexpr std::array<P, 6> kPackVptBounds{P::vec, P::vpt, P::backward, P::constant};
 // flat_rows: the pack, its block (a constant), the direction, then its
-// longest row (flat_rows_max_cols of the two before).
+// longest row (flat_rows_max_cols of the pack).
 inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward, P::constant};
 inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params

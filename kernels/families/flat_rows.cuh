@@ -275,6 +275,6 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::flat_rows, I> = {
     &flat_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kFlatRowsBlock, kEntry<I>.backward,
-                      flat_rows_max_cols(kEntry<I>.vec, kEntry<I>.backward)>};
+                      flat_rows_max_cols(kEntry<I>.vec)>};
 
 }  // namespace duet::DUET_NS::kernels

@@ -227,7 +227,7 @@ TEST_CASE("flat_rows: every row length it takes, each its own compiled instance"
   const Device dev = duet::testing::first_gpu();
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (bool bwd : {false, true}) {
-      const int longest = flat_rows_max_cols(dtype_vec16(dt), bwd);
+      const int longest = flat_rows_max_cols(dtype_vec16(dt));
       for (Op op : {Op::softmax, Op::log_softmax})
         for (std::int64_t misalign : {0, 3})
           for (std::int64_t cols = 1; cols <= longest + 1; ++cols) {
