@@ -126,9 +126,9 @@ void launch_softmax(int ordinal, int variant, const SoftmaxArgs& args, const Lau
   const Variant& v = kCatalogue[variant];
   const FamilyInfo& family = family_of(v.strategy);
   check_layout(v, args);
-  if (v.strategy == Strategy::flat_rows && args.cols > flat_rows_max_cols(v.vec))
+  if (v.strategy == Strategy::flat_rows && args.cols > flat_rows_max_cols(v.vec, v.backward))
     throw Error(Status::invalid_argument, variant_name(v) + " takes rows of at most " +
-                                              std::to_string(flat_rows_max_cols(v.vec)) + " elements, not " +
+                                              std::to_string(flat_rows_max_cols(v.vec, v.backward)) + " elements, not " +
                                               std::to_string(args.cols));
   DeviceGuard guard(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);

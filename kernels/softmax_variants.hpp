@@ -222,17 +222,28 @@ inline constexpr int kEdgesMinGroup = 4;
 // flat_rows: rows a block (one a thread). Rows of at most 6 whole packs
 // take it, in both directions, where their tensors' rows lie back to back:
 // up to there it leads group_rows with edges on the H100 (by up to 0.36 of
-// copy at bf16 N = 41) or trails it by under 0.01 (f32 N = 27); its
-// compiled instances, one a length (kernels/families/flat_rows.cuh), stop
-// there (bench/NOTES.md v119).
+// copy at bf16 N = 41) or trails it by under 0.01 (f32 N = 27), with a
+// compiled instance a length (kernels/families/flat_rows.cuh; bench/NOTES.md
+// v119). The 16-bit forward takes it to 11 whole packs (95 elements),
+// worked in chunks of 8 elements past the 6 (an instance a remainder): it
+// leads group_rows there by up to 0.12 (bf16 N = 81), where its larger
+// tiles leave fewer blocks an SM at 113 and past (0.78 against 0.96) and
+// in the backward (bench/NOTES.md v120).
 inline constexpr int kFlatRowsBlock = 128;
 // flat_rows' tiles of each tensor a block: it works one while the next
 // one's copies land (bench/NOTES.md v118).
 inline constexpr int kFlatRowsTiles = 2;
-inline constexpr int kFlatRowsMaxPacks = 6;
+// flat_rows' whole packs a row at most, and up to where each length has
+// its own instance.
+constexpr int flat_rows_max_packs(int vec, bool backward) { return vec == 8 && !backward ? 11 : 6; }
+inline constexpr int kFlatRowsUnrolledPacks = 6;
 // The longest row flat_rows takes: its whole packs and up to vec - 1
-// elements of edges (the kernel has an instance for each length up to it).
-constexpr int flat_rows_max_cols(int vec) { return (kFlatRowsMaxPacks + 1) * vec - 1; }
+// elements of edges.
+constexpr int flat_rows_max_cols(int vec, bool backward) { return (flat_rows_max_packs(vec, backward) + 1) * vec - 1; }
+// The longest row with an instance of its own length; longer rows are
+// worked in chunks of kFlatRowsChunk elements.
+constexpr int flat_rows_unrolled_cols(int vec) { return (kFlatRowsUnrolledPacks + 1) * vec - 1; }
+inline constexpr int kFlatRowsChunk = 8;
 // interleaved_rows: a lane holds VEC neighbouring rows, a pack of
 // kInterleavedPack elements where every tensor sits on packs (16 bytes of
 // f32, 8 of 16-bit types: a lane's running state is per row, and lanes of
@@ -393,9 +404,11 @@ inline constexpr std::array<P, 6> kPackVptNoEdges{P::vec, P::vpt, P::backward};
 // interleaved_rows: the same, then the constant that picks its kernel's
 // register bounds (kernels/families/interleaved_rows.cuh).
 inline constexpr std::array<P, 6> kPackVptBounds{P::vec, P::vpt, P::backward, P::constant};
-// flat_rows: the pack, its block (a constant), the direction, then its
-// longest row (flat_rows_max_cols of the pack).
-inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward, P::constant};
+// flat_rows: the pack, its block (a constant), the direction, then the
+// longest row with an instance of its own and the longest it takes
+// (flat_rows_unrolled_cols and flat_rows_max_cols of the pack and the
+// direction).
+inline constexpr std::array<P, 6> kFlat{P::vec, P::constant, P::backward, P::constant, P::constant};
 inline constexpr std::array<P, 6> kPackDirection{P::vec, P::backward};
 }  // namespace family_params
 

@@ -151,9 +151,14 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, the scalar one
   CHECK(plan(31, DType::bf16, true, true, false).launch.dynamic_smem_bytes == 2 * 2 * 4 * 128 * 16);
   CHECK(p.geometry.grid == 4096 / 128);
   CHECK(plan(3, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
-  // Up to 6 whole packs in both directions; never for rows on the grid.
+  // Up to 6 whole packs in both directions, 16-bit forward rows to 11;
+  // never for rows on the grid.
   CHECK(plan(55, DType::bf16, false, true, false).kernel.strategy == Strategy::flat_rows);
-  CHECK(plan(57, DType::bf16, false, true, false).kernel.strategy == Strategy::group_rows);
+  CHECK(plan(57, DType::bf16, false, true, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(plan(95, DType::f16, false, true, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(plan(97, DType::f16, false, true, false).kernel.strategy == Strategy::group_rows);
+  // 2 tiles of 128 rows of 95 bf16 (1521 packs: 12 a thread) in 49 152 B.
+  CHECK(plan(95, DType::bf16, false, true, false).launch.dynamic_smem_bytes == 2 * 12 * 128 * 16);
   CHECK(plan(55, DType::bf16, true, true, false).kernel.strategy == Strategy::flat_rows);
   CHECK(plan(57, DType::bf16, true, true, false).kernel.strategy == Strategy::group_rows);
   CHECK(plan(27, DType::f32, true, true, false).kernel.strategy == Strategy::flat_rows);
@@ -606,6 +611,14 @@ TEST_CASE("AMD plans come from the recorded HIP reports") {
   CHECK(p.exact.blocks_per_sm >= 1);
   CHECK(p.resident_blocks == std::int64_t(mi300x.sm_count) * p.exact.blocks_per_sm);
   CHECK(p.geometry.grid == std::min<std::int64_t>(8192, 64 * p.resident_blocks));
+  // flat_rows' longest rows fit the 64 KiB of a workgroup: 16-bit rows of
+  // 95 forward (48 KiB) and 55 backward (56 KiB).
+  const auto odd = [&](std::int64_t cols, bool bwd) {
+    return plan_softmax(mi300x, {DType::bf16, bwd, 4096, cols, true, false, true}, recorded(mi300x));
+  };
+  CHECK(odd(95, false).kernel.strategy == Strategy::flat_rows);
+  CHECK(odd(55, true).kernel.strategy == Strategy::flat_rows);
+  CHECK(odd(55, true).launch.dynamic_smem_bytes == 2 * 2 * 7 * 128 * 16);
 }
 
 TEST_CASE("bad shapes are rejected") {

@@ -205,6 +205,56 @@ __device__ __forceinline__ void flat_row(T* xr, const T* gr) {
   }
 }
 
+// The same for a row of 8 CHUNKS + R elements, CHUNKS known only at run
+// time: each pass runs over the chunks, 8 elements at constant offsets a
+// step (the loop's count, compare and pointer a step shared by 8
+// elements), then over the R left. One instance a remainder serves every
+// length past the unrolled ones.
+template <int R, class Element>
+__device__ __forceinline__ void each_chunked(int chunks, Element&& element) {
+#pragma unroll 1
+  for (int c = 0; c < chunks; ++c) {
+#pragma unroll
+    for (int i = 0; i < kFlatRowsChunk; ++i) element(c * kFlatRowsChunk + i, i);
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) element(chunks * kFlatRowsChunk + i, i);
+}
+
+template <class T, bool BACKWARD, int LOG, int R>
+__device__ __forceinline__ void flat_row_chunked(T* xr, const T* gr, int chunks) {
+  if constexpr (BACKWARD) {
+    float s = 0.0f;
+    each_chunked<R>(chunks, [&](int e, int i) {
+      s += backward_term(tile_value(xr + e), tile_value(gr + e), LOG);
+      chunk_fence(i, s);
+    });
+    pass_fence();
+    each_chunked<R>(chunks, [&](int e, int i) {
+      xr[e] = from_float<T>(backward_value(tile_value(xr + e), tile_value(gr + e), s, LOG));
+      chunk_fence(i, s);
+    });
+  } else {
+    float m = kNegInf;
+    each_chunked<R>(chunks, [&](int e, int i) {
+      m = fmaxf(m, tile_value(xr + e));
+      chunk_fence(i, m);
+    });
+    pass_fence();
+    float s = 0.0f;
+    each_chunked<R>(chunks, [&](int e, int i) {
+      s += exp_shifted(tile_value(xr + e), m);
+      chunk_fence(i, s);
+    });
+    pass_fence();
+    float scale = LOG ? logf(s) : 1.0f / s;
+    each_chunked<R>(chunks, [&](int e, int i) {
+      xr[e] = from_float<T>(forward_value(tile_value(xr + e), m, scale, scale, LOG));
+      chunk_fence(i, scale);
+    });
+  }
+}
+
 // The row of `cols` elements, cols in [LO, HI], to the instance of its
 // length: a binary search of uniform branches (about log2(HI) compares a
 // row).
@@ -221,9 +271,37 @@ __device__ __forceinline__ void flat_row_of(T* xr, const T* gr, int cols) {
   }
 }
 
+// A row past the unrolled lengths to the instance of its remainder R in
+// [LO, HI] (cols % 8), the same way.
+template <class T, bool BACKWARD, int LOG, int LO, int HI>
+__device__ __forceinline__ void flat_row_chunked_of(T* xr, const T* gr, int cols) {
+  if constexpr (LO == HI) {
+    flat_row_chunked<T, BACKWARD, LOG, LO>(xr, gr, cols / kFlatRowsChunk);
+  } else {
+    constexpr int MID = (LO + HI) / 2;
+    if (cols % kFlatRowsChunk <= MID)
+      flat_row_chunked_of<T, BACKWARD, LOG, LO, MID>(xr, gr, cols);
+    else
+      flat_row_chunked_of<T, BACKWARD, LOG, MID + 1, HI>(xr, gr, cols);
+  }
+}
+
+// Any row flat_rows takes: its own instance up to UNROLLED elements, in
+// chunks past them (up to MAX_COLS).
+template <class T, bool BACKWARD, int LOG, int UNROLLED, int MAX_COLS>
+__device__ __forceinline__ void flat_row_any(T* xr, const T* gr, int cols) {
+  if constexpr (MAX_COLS > UNROLLED) {
+    if (cols > UNROLLED) {
+      flat_row_chunked_of<T, BACKWARD, LOG, 0, kFlatRowsChunk - 1>(xr, gr, cols);
+      return;
+    }
+  }
+  flat_row_of<T, BACKWARD, LOG, 1, UNROLLED>(xr, gr, cols);
+}
+
 // MAX_COLS: the longest row it takes (flat_rows_max_cols; the launch
-// refuses longer ones).
-template <class T, int PACK, int ROWS, bool BACKWARD, int MAX_COLS>
+// refuses longer ones); UNROLLED: the longest with an instance of its own.
+template <class T, int PACK, int ROWS, bool BACKWARD, int UNROLLED, int MAX_COLS>
 __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
   extern __shared__ float4 dynamic_smem[];
   const std::int64_t cols = a.cols;
@@ -262,9 +340,9 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
       // the pack boundary (e0 + phase) % PACK elements before e0).
       const int at = static_cast<int>((e0 + phase) % PACK) + static_cast<int>(threadIdx.x) * static_cast<int>(cols);
       if (a.log)
-        flat_row_of<T, BACKWARD, 1, 1, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
+        flat_row_any<T, BACKWARD, 1, UNROLLED, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
       else
-        flat_row_of<T, BACKWARD, 0, 1, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
+        flat_row_any<T, BACKWARD, 0, UNROLLED, MAX_COLS>(x_tile(b) + at, g_tile(b) + at, static_cast<int>(cols));
     }
     __syncthreads();
     flat_store<T, PACK, ROWS>(static_cast<T*>(a.out), phase, e0, e1, x_tile(b));
@@ -275,6 +353,6 @@ __global__ void __launch_bounds__(ROWS) flat_rows_kernel(SoftmaxArgs a) {
 template <int I>
 inline constexpr KernelPair kFamilyKernels<Strategy::flat_rows, I> = {
     &flat_rows_kernel<EntryStorage<I>, kEntry<I>.vec, kFlatRowsBlock, kEntry<I>.backward,
-                      flat_rows_max_cols(kEntry<I>.vec)>};
+                      flat_rows_unrolled_cols(kEntry<I>.vec), flat_rows_max_cols(kEntry<I>.vec, kEntry<I>.backward)>};
 
 }  // namespace duet::DUET_NS::kernels

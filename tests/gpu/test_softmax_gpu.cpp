@@ -32,9 +32,11 @@ namespace {
 // (f32 262145 and past, Hopper), and split_stream,
 // with primes and powers of two.
 std::vector<std::int64_t> boundary_cols() {
-  // 27 and 55: flat_rows' longest rows (f32, 16-bit), 29 and 57 past them.
+  // 27, 55 and 95: flat_rows' longest rows (f32, 16-bit backward, 16-bit
+  // forward), 29, 57 and 97 past them; 57: the first 16-bit forward row
+  // worked in chunks.
   return {1, 2, 3, 4, 5, 7, 8, 9, 15, 19, 27, 29, 31, 32,
-          33, 39, 55, 57, 61, 64, 127, 128, 129, 255, 256, 257, 509, 512,
+          33, 39, 55, 57, 61, 64, 95, 97, 127, 128, 129, 255, 256, 257, 509, 512,
           1000, 1023, 1024, 1025, 2047, 2048, 2049, 4093, 4096, 4097, 8191, 8192,
           8193, 16383, 16384, 16385, 24576, 32768, 32771, 40000, 65536, 65537, 98304, 100003,
           131072, 131076, 262144, 262145, 262148, 524288, 1048576};
@@ -218,16 +220,18 @@ TEST_CASE("rows off the pack grid: the vector kernels with edges, every family, 
         }
 }
 
-TEST_CASE("flat_rows: every row length it takes, each its own compiled instance") {
-  // The kernel has an instance for each row length up to its longest
-  // (kernels/families/flat_rows.cuh): each is run, with the tile's first
-  // row off the pack (misaligned by 0 and 3 elements) and a last tile that
-  // is partly empty, against the float64 reference; and the row one past
-  // the longest goes to another family.
+TEST_CASE("flat_rows: every row length it takes") {
+  // The kernel has an instance for each row length up to
+  // flat_rows_unrolled_cols and, where it takes longer rows, one for each
+  // remainder of the chunks of 8 past it (kernels/families/flat_rows.cuh):
+  // each length is run, with the tile's first row off the pack (misaligned
+  // by 0 and 3 elements) and a last tile that is partly empty, against the
+  // float64 reference; the row one past the longest goes to another family.
+  // Every length's tiles fit 64 KiB, so every device plans it.
   const Device dev = duet::testing::first_gpu();
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (bool bwd : {false, true}) {
-      const int longest = flat_rows_max_cols(dtype_vec16(dt));
+      const int longest = flat_rows_max_cols(dtype_vec16(dt), bwd);
       for (Op op : {Op::softmax, Op::log_softmax})
         for (std::int64_t misalign : {0, 3})
           for (std::int64_t cols = 1; cols <= longest + 1; ++cols) {
@@ -247,7 +251,8 @@ TEST_CASE("flat_rows: every row length it takes, each its own compiled instance"
       // Many more rows than a wave of blocks holds: each block works its
       // tiles in turn, the next one's copies landing in the other tile, and
       // the tensor's last tile is partly empty.
-      for (std::int64_t cols : {std::int64_t(9), std::int64_t(longest)}) {
+      for (std::int64_t cols : {std::int64_t(9), std::int64_t(flat_rows_unrolled_cols(dtype_vec16(dt))),
+                                std::int64_t(longest)}) {
         Case c;
         c.dtype = dt;
         c.backward = bwd;

@@ -725,7 +725,7 @@ Plan plan_kernel(const DeviceProps& dev, const SoftmaxShape& s, const AttributeS
 
   Plan plan;
   bool planned = false;
-  if (edges && s.dense_rows && s.cols <= flat_rows_max_cols(vec) && !s.options.force_split && !s.options.force_stream) {
+  if (edges && s.dense_rows && s.cols <= flat_rows_max_cols(vec, s.backward) && !s.options.force_split && !s.options.force_stream) {
     // flat_rows: kFlatRowsTiles tiles of kFlatRowsBlock rows of each tensor
     // read, each from the pack boundary before its first element, in shared
     // memory.
