@@ -148,111 +148,87 @@ __device__ __forceinline__ float tile_value(const T* p) {
 // without it.
 __device__ __forceinline__ void pass_fence() { asm volatile("" ::: "memory"); }
 
-// Within a pass on AMD, after every 8th element i (a constant once the
-// pass's loop is unrolled): the pass's running value `acc` is complete up
-// to here and no read moves across, so hipcc holds 8 of a row's elements
-// at a time, not the whole pass (f16 backward rows of 55: 231 VGPRs
-// without). nvcc keeps its own schedule.
+// Within a pass on AMD, after the last element i of each run of
+// kFlatRowsChunk (i a constant once the pass's loop is unrolled): the
+// pass's running value `acc` is complete up to here and no read moves
+// across, so hipcc holds kFlatRowsChunk (8) of a row's elements at a time,
+// not the whole pass (f16 backward rows of 55: 231 VGPRs without). nvcc
+// keeps its own schedule.
 __device__ __forceinline__ void chunk_fence([[maybe_unused]] int i, [[maybe_unused]] float& acc) {
 #if defined(DUET_VENDOR_HIP)
-  if (i % 8 == 7) asm volatile("" : "+v"(acc)::"memory");
+  if (i % kFlatRowsChunk == kFlatRowsChunk - 1) asm volatile("" : "+v"(acc)::"memory");
 #endif
 }
 
-// Thread t's row of the tile (COLS elements from xr, dy's from gr) worked
-// in place in shared memory, its length and softmax or log_softmax fixed at
-// compile time, so each pass is straight-line code with constant offsets:
-// run-time loops over the row cost several times the work (their trip
-// counts, remainders and indices; bench/NOTES.md v110, v117), and v61's
-// loops to the longest row, predicated off past cols, issued the longest
-// row's work for every row.
-template <class T, bool BACKWARD, int LOG, int COLS>
-__device__ __forceinline__ void flat_row(T* xr, const T* gr) {
+// Thread t's row of the tile (its elements from xr, dy's from gr) worked in
+// place in shared memory, softmax or log_softmax fixed at compile time.
+// `each(visit)` is the loop over the row: it calls visit(e, i) for each
+// element e, i its place in its run of kFlatRowsChunk (where chunk_fence
+// falls); the two loops below make each pass straight-line code at
+// constant offsets.
+template <class T, bool BACKWARD, int LOG, class Each>
+__device__ __forceinline__ void row_passes(T* xr, const T* gr, Each&& each) {
   if constexpr (BACKWARD) {
     float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < COLS; ++i) {
-      s += backward_term(tile_value(xr + i), tile_value(gr + i), LOG);
-      chunk_fence(i, s);
-    }
-    pass_fence();
-#pragma unroll
-    for (int i = 0; i < COLS; ++i) {
-      xr[i] = from_float<T>(backward_value(tile_value(xr + i), tile_value(gr + i), s, LOG));
-      chunk_fence(i, s);
-    }
-  } else {
-    float m = kNegInf;
-#pragma unroll
-    for (int i = 0; i < COLS; ++i) {
-      m = fmaxf(m, tile_value(xr + i));
-      chunk_fence(i, m);
-    }
-    pass_fence();
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < COLS; ++i) {
-      s += exp_shifted(tile_value(xr + i), m);
-      chunk_fence(i, s);
-    }
-    pass_fence();
-    float scale = LOG ? logf(s) : 1.0f / s;
-#pragma unroll
-    for (int i = 0; i < COLS; ++i) {
-      xr[i] = from_float<T>(forward_value(tile_value(xr + i), m, scale, scale, LOG));
-      chunk_fence(i, scale);
-    }
-  }
-}
-
-// The same for a row of 8 CHUNKS + R elements, CHUNKS known only at run
-// time: each pass runs over the chunks, 8 elements at constant offsets a
-// step (the loop's count, compare and pointer a step shared by 8
-// elements), then over the R left. One instance a remainder serves every
-// length past the unrolled ones.
-template <int R, class Element>
-__device__ __forceinline__ void each_chunked(int chunks, Element&& element) {
-#pragma unroll 1
-  for (int c = 0; c < chunks; ++c) {
-#pragma unroll
-    for (int i = 0; i < kFlatRowsChunk; ++i) element(c * kFlatRowsChunk + i, i);
-  }
-#pragma unroll
-  for (int i = 0; i < R; ++i) element(chunks * kFlatRowsChunk + i, i);
-}
-
-template <class T, bool BACKWARD, int LOG, int R>
-__device__ __forceinline__ void flat_row_chunked(T* xr, const T* gr, int chunks) {
-  if constexpr (BACKWARD) {
-    float s = 0.0f;
-    each_chunked<R>(chunks, [&](int e, int i) {
+    each([&](int e, int i) {
       s += backward_term(tile_value(xr + e), tile_value(gr + e), LOG);
       chunk_fence(i, s);
     });
     pass_fence();
-    each_chunked<R>(chunks, [&](int e, int i) {
+    each([&](int e, int i) {
       xr[e] = from_float<T>(backward_value(tile_value(xr + e), tile_value(gr + e), s, LOG));
       chunk_fence(i, s);
     });
   } else {
     float m = kNegInf;
-    each_chunked<R>(chunks, [&](int e, int i) {
+    each([&](int e, int i) {
       m = fmaxf(m, tile_value(xr + e));
       chunk_fence(i, m);
     });
     pass_fence();
     float s = 0.0f;
-    each_chunked<R>(chunks, [&](int e, int i) {
+    each([&](int e, int i) {
       s += exp_shifted(tile_value(xr + e), m);
       chunk_fence(i, s);
     });
     pass_fence();
     float scale = LOG ? logf(s) : 1.0f / s;
-    each_chunked<R>(chunks, [&](int e, int i) {
+    each([&](int e, int i) {
       xr[e] = from_float<T>(forward_value(tile_value(xr + e), m, scale, scale, LOG));
       chunk_fence(i, scale);
     });
   }
+}
+
+// A row of COLS elements, its length fixed at compile time, each pass
+// unrolled whole: run-time loops over the row cost several times the work
+// (their trip counts, remainders and indices; bench/NOTES.md v110, v117),
+// and v61's loops to the longest row, predicated off past cols, issued the
+// longest row's work for every row.
+template <class T, bool BACKWARD, int LOG, int COLS>
+__device__ __forceinline__ void flat_row(T* xr, const T* gr) {
+  row_passes<T, BACKWARD, LOG>(xr, gr, [](auto&& visit) {
+#pragma unroll
+    for (int i = 0; i < COLS; ++i) visit(i, i);
+  });
+}
+
+// A row of kFlatRowsChunk * chunks + R elements, chunks known only at run
+// time: each pass runs over the chunks, kFlatRowsChunk elements at
+// constant offsets a step (the loop's count, compare and pointer a step
+// shared by 8 elements), then over the R left. One instance a remainder
+// serves every length past the unrolled ones.
+template <class T, bool BACKWARD, int LOG, int R>
+__device__ __forceinline__ void flat_row_chunked(T* xr, const T* gr, int chunks) {
+  row_passes<T, BACKWARD, LOG>(xr, gr, [chunks](auto&& visit) {
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+#pragma unroll
+      for (int i = 0; i < kFlatRowsChunk; ++i) visit(c * kFlatRowsChunk + i, i);
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) visit(chunks * kFlatRowsChunk + i, i);
+  });
 }
 
 // The row of `cols` elements, cols in [LO, HI], to the instance of its
