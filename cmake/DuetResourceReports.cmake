@@ -3,8 +3,9 @@
 # file) uses real register and shared-memory counts, not guesses:
 #   NVIDIA: ptxas -v (registers, static shared memory, stack frame)
 #   AMD:    clang -Rpass-analysis=kernel-resource-usage (VGPRs, AGPRs,
-#           SGPRs, scratch, LDS), one device-only compile per target, since
-#           the remarks do not name the target.
+#           SGPRs, scratch, LDS) from the library's own device compiles,
+#           one a target (DuetHip.cmake), since the remarks do not name
+#           the target.
 # The reports are reduced to the lines that matter and embedded in the
 # library (runtime/src/planner/kernel_resources.cpp parses them).
 set(_rep_dir ${CMAKE_CURRENT_BINARY_DIR}/resource_usage)
@@ -37,20 +38,9 @@ if(DUET_ENABLE_CUDA)
 endif()
 
 if(DUET_ENABLE_HIP)
-  set(_flags_no_arch ${DUET_HIP_FLAGS})
-  list(FILTER _flags_no_arch EXCLUDE REGEX "^--offload-arch=")
-  foreach(_arch IN LISTS DUET_HIP_ARCHITECTURES)
-    set(_rep ${_rep_dir}/hip_${_arch}.txt)
-    add_custom_command(
-      OUTPUT ${_rep}
-      COMMAND sh -c "\"$0\" \"$@\" 2>&1 >/dev/null | grep -E 'remark: +(Function Name|VGPRs|AGPRs|SGPRs|ScratchSize|LDS Size)' | sed -E 's/.*remark: +//; s/ \\[-Rpass-analysis.*//' > ${_rep}"
-              ${DUET_HIPCC} ${_flags_no_arch} --offload-arch=${_arch} --cuda-device-only
-              -Rpass-analysis=kernel-resource-usage -c ${_launch_src} -o ${_rep}.o
-      DEPENDS ${_launch_src} ${_kernel_headers} ${DUET_HIP_OBJECTS}
-      COMMENT "amdgpu resource report for ${_arch}"
-      VERBATIM)
-    list(APPEND _reports "hip|${_arch}|${_rep}")
-  endforeach()
+  # Written by the compiles that build the library's device code
+  # (DuetHip.cmake), one a target.
+  list(APPEND _reports ${DUET_HIP_RESOURCE_REPORTS})
 endif()
 
 set(DUET_RESOURCE_REPORTS_CPP ${CMAKE_CURRENT_BINARY_DIR}/recorded_reports.cpp)

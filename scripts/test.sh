@@ -10,7 +10,7 @@ bash scripts/install-deps.sh
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 rc=0
-ctest --preset default || rc=$?
+ctest --preset default -j "$(nproc)" || rc=$?
 
 # Why tests were skipped (CTest lists them, not their reasons).
 log=build/Testing/Temporary/LastTest.log
