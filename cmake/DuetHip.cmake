@@ -55,6 +55,7 @@ foreach(_src IN LISTS DUET_GPU_SOURCES)
               ${DUET_HIPCC} ${_flags_no_arch} ${_cuid} --offload-arch=${_arch} --cuda-device-only
               -MD -MF ${_co}.d -MT ${_co} -c ${_src}
       DEPENDS ${_src} ${_split}
+      BYPRODUCTS ${_co}.entries
       DEPFILE ${_co}.d
       COMMENT "hipcc ${_name}.cu: device code for ${_arch}"
       VERBATIM)

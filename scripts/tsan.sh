@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-tsan -G Ninja -DDUET_ENABLE_CUDA=OFF -DDUET_ENABLE_HIP=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
   -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread "$@"
-cmake --build build-tsan -j"$(nproc)" --target duet_tests duet_host_pool_tests
+cmake --build build-tsan -j"$(nproc)" --target duet_host_thread_tests duet_host_pool_tests
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 build-tsan/tests/duet_host_pool_tests
-build-tsan/tests/duet_tests --test-case="host stress*,host backend: eight threads*,host threads*"
+build-tsan/tests/duet_host_thread_tests --test-case="host stress*,host backend: eight threads*,host threads*"
 echo "tsan: clean"
